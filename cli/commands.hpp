@@ -1,0 +1,18 @@
+#pragma once
+// Each subcommand registers itself on the CLI11 app. Callbacks throw tessera::Error for
+// user mistakes and bad files; main() prints it as one line and exits 1.
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void register_info(CLI::App& app);
+void register_model_info(CLI::App& app);
+void register_train(CLI::App& app);
+void register_infer(CLI::App& app);
+void register_eval(CLI::App& app);
+void register_bench(CLI::App& app);
+
+/// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
+std::string build_summary();
+
+}  // namespace tessera::cli

@@ -1,0 +1,42 @@
+#pragma once
+// Checkpoints: one file holding the model's parameters and buffers, the optimiser state,
+// and a JSON description (architecture, normalisation, class names, step) so that
+// `tessera infer --checkpoint` rebuilds the exact network. Written atomically: to a
+// temporary beside the target, then renamed, so a crash never leaves a broken checkpoint
+// under the real name nor overwrites a good one.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/optim/optimizer.h>
+
+#include "tessera/core/image_source.hpp"
+#include "tessera/core/unet.hpp"
+
+namespace tessera {
+
+struct CheckpointMeta {
+  UNetOptions model;
+  Normalization norm;
+  std::vector<std::string> class_names;
+  int64_t step = 0;
+  int64_t epoch = 0;
+};
+
+void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& meta,
+                     torch::optim::Optimizer* optimizer = nullptr);
+
+struct LoadedCheckpoint {
+  UNet net{nullptr};
+  CheckpointMeta meta;
+};
+
+/// Throws tessera::Error("<path>: …") when missing, truncated or not a Tessera checkpoint.
+LoadedCheckpoint load_checkpoint(const std::string& path);
+/// Restores an optimiser built over the parameters of load_checkpoint(path).net.
+void load_optimizer_state(const std::string& path, torch::optim::Optimizer& optimizer);
+
+/// Reads only the description (cheap).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+}  // namespace tessera

@@ -1,0 +1,61 @@
+#pragma once
+// Streaming tiled inference for one process: read window → network → crop inset → write.
+// Memory is bounded by the tile and the batch, never by the image. For `valid` networks
+// the stitched result equals the network applied to the whole reflect-padded image
+// (DESIGN.md, "Exact tiling"); for `same` networks each tile crops its receptive-field halo.
+#include <cstdint>
+#include <functional>
+
+#include <torch/types.h>
+
+#include "tessera/core/image_source.hpp"
+#include "tessera/core/tile_grid.hpp"
+#include "tessera/core/unet.hpp"
+
+namespace tessera {
+
+struct InferenceOptions {
+  int64_t tile = 512;     ///< inset side S; a multiple of the model's alignment 2^(L-1)
+  int batch = 1;          ///< tiles per forward pass
+  bool progress = true;   ///< progress line on stderr
+  bool prefetch = true;   ///< read the next batch on a background thread
+
+  InferenceOptions& with_tile(int64_t v) { tile = v; return *this; }
+  InferenceOptions& with_batch(int v) { batch = v; return *this; }
+  InferenceOptions& with_progress(bool v) { progress = v; return *this; }
+
+  /// Throws tessera::Error naming the bad field, e.g. a tile not on the pooling grid.
+  void validate(const UNetOptions& model) const;
+};
+
+struct InferenceReport {
+  int64_t tiles = 0;
+  int64_t pixels = 0;            ///< output pixels kept (the image size)
+  double seconds = 0;
+  double useful_gflops = 0;      ///< FLOPs per output pixel × pixels, in GFLOP
+  double overhead = 1;           ///< input pixels read / output pixels kept
+};
+
+/// The tile grid a model uses for an image extent and inset side.
+TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile);
+
+/// Calls `fn(tile, logits, valid)` for every tile, logits (classes, inset...) float and
+/// valid (inset...) bool. The network runs in inference mode.
+using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const torch::Tensor&)>;
+InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
+                              const InferenceOptions& options, const TileCallback& fn);
+
+/// Argmax labels of every tile written to `sink` (nodata → kNoDataLabel); does not commit.
+InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normalization& norm,
+                             LabelSink& sink, const InferenceOptions& options);
+
+/// Stitched logits (classes, extent...) of the whole image; for small images and tests.
+torch::Tensor infer_logits(UNet& net, const ImageSource& source, const Normalization& norm,
+                           const InferenceOptions& options);
+
+/// The reference: one forward pass over the whole reflect-padded image, cropped to the
+/// image. Its padded size is what tiling with inset `tile` implies. Small images only.
+torch::Tensor forward_whole_image(UNet& net, const ImageSource& source, const Normalization& norm,
+                                  int64_t tile);
+
+}  // namespace tessera

@@ -1,0 +1,51 @@
+#pragma once
+// Training for one process: random tiles from image/label pairs, Dice + cross-entropy,
+// Adam, metrics.jsonl, atomic checkpoints in RUN/checkpoints/. Tiles are the same
+// geometry inference uses (input S + r + 2ε, labels on the S + r output), so a valid
+// network trains on exactly what it predicts. Reading runs one batch ahead on a worker.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/checkpoint.hpp"
+#include "tessera/core/image_source.hpp"
+#include "tessera/core/losses.hpp"
+#include "tessera/core/unet.hpp"
+
+namespace tessera {
+
+struct TrainOptions {
+  int64_t tile = 64;             ///< output inset side S of a training tile
+  int batch = 4;                 ///< tiles per step
+  int64_t steps = 300;           ///< optimiser steps
+  double learning_rate = 1e-3;   ///< Adam
+  uint64_t seed = 0;             ///< tiles, augmentation and initialisation
+  bool augment = true;           ///< random flips along every spatial axis
+  int64_t checkpoint_every = 100;
+  bool progress = true;
+  std::string run_dir;           ///< where metrics.jsonl and checkpoints/ go (required)
+  LossOptions loss;
+
+  /// Throws tessera::Error naming the bad field.
+  void validate(const UNetOptions& model) const;
+};
+
+struct TrainingPair {
+  const ImageSource* image = nullptr;
+  const ImageSource* labels = nullptr;
+  Box region;  ///< the labelled area tiles are drawn from (output pixels), inside the image
+};
+
+struct TrainReport {
+  int64_t steps = 0;
+  double seconds = 0;
+  double final_loss = 0;   ///< mean loss over the last 10% of steps
+  double tiles_per_second = 0;
+  std::string checkpoint;  ///< path of the last checkpoint
+};
+
+/// Trains `net` in place. `meta` supplies the description stored with each checkpoint
+/// (model, normalisation, class names); its step is filled in.
+TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta);
+
+}  // namespace tessera

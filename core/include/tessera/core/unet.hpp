@@ -1,0 +1,75 @@
+#pragma once
+// The U-Net family as a LibTorch module, one implementation for 2-D and 3-D.
+// Input NCHW or NCDHW float, output logits N × classes × spatial. For `valid` padding the
+// spatial output is smaller by 2ε (unet_spec.hpp) and the input side must be valid
+// (unet_output_size). Parameter names are stable (enc0.conv0.weight …, up0.weight, head.weight)
+// so checkpoints and exports keep their meaning. Not thread safe: one forward at a time.
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "tessera/core/unet_spec.hpp"
+
+namespace tessera {
+
+/// A convolution whose dimension is a runtime field (2 or 3); optionally transposed.
+class ConvNdImpl : public torch::nn::Module {
+ public:
+  ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
+             int64_t stride = 1, bool transposed = false);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  int dims_;
+  int64_t padding_, stride_;
+  bool transposed_;
+  torch::Tensor weight_, bias_;
+};
+TORCH_MODULE(ConvNd);
+
+/// Batch, group (8 groups or fewer) or instance normalisation over a runtime dimension.
+class NormNdImpl : public torch::nn::Module {
+ public:
+  NormNdImpl(Norm kind, int64_t channels);
+  torch::Tensor forward(const torch::Tensor& x);
+
+ private:
+  Norm kind_;
+  int64_t groups_;
+  torch::Tensor weight_, bias_, running_mean_, running_var_;
+};
+TORCH_MODULE(NormNd);
+
+/// n_c × (convolution → normalisation → ReLU).
+class ConvBlockImpl : public torch::nn::Module {
+ public:
+  ConvBlockImpl(const UNetOptions& o, int64_t in, int64_t out);
+  torch::Tensor forward(torch::Tensor x);
+
+ private:
+  std::vector<ConvNd> convs_;
+  std::vector<NormNd> norms_;
+};
+TORCH_MODULE(ConvBlock);
+
+class UNetImpl : public torch::nn::Module {
+ public:
+  /// Validates the options (throws tessera::Error) and initialises weights (Kaiming normal,
+  /// from the current torch seed).
+  explicit UNetImpl(UNetOptions options);
+  torch::Tensor forward(torch::Tensor x);
+  const UNetOptions& options() const { return options_; }
+
+ private:
+  UNetOptions options_;
+  std::vector<ConvBlock> encoder_;
+  std::vector<ConvNd> up_;
+  std::vector<ConvBlock> decoder_;
+  ConvNd head_{nullptr};
+};
+TORCH_MODULE(UNet);
+
+/// Centre crop of x's spatial axes to `like`'s spatial sizes.
+torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like);
+
+}  // namespace tessera

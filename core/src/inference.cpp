@@ -1,0 +1,153 @@
+#include "tessera/core/inference.hpp"
+
+#include <future>
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/core/tensor_io.hpp"
+
+namespace tessera {
+namespace {
+
+struct Batch {
+  std::vector<Tile> tiles;
+  torch::Tensor input;               // (B, C, spatial...)
+  std::vector<torch::Tensor> valid;  // per tile, (input spatial...)
+};
+
+Batch read_batch(const ImageSource& source, const Normalization& norm, const TileGrid& grid, int64_t first,
+                 int64_t count) {
+  Batch b;
+  std::vector<torch::Tensor> inputs;
+  for (int64_t i = first; i < first + count; ++i) {
+    b.tiles.push_back(grid.tile(i));
+    Window w = read_window(source, b.tiles.back().input, norm);
+    inputs.push_back(w.values);
+    b.valid.push_back(w.valid);
+  }
+  b.input = torch::stack(inputs);
+  return b;
+}
+
+// Crops the kept inset out of a tensor whose trailing axes cover `covered` in image
+// coordinates (either the tile's output box or, for `same` networks, its input box).
+torch::Tensor crop_inset(torch::Tensor t, const Box& covered, const Box& inset) {
+  const int64_t lead = t.dim() - covered.dims();
+  for (int a = 0; a < covered.dims(); ++a)
+    t = t.narrow(lead + a, inset.origin[a] - covered.origin[a], inset.size[a]);
+  return t;
+}
+
+}  // namespace
+
+void InferenceOptions::validate(const UNetOptions& model) const {
+  const int64_t a = unet_alignment(model);
+  if (tile <= 0 || tile % a != 0)
+    throw Error("--tile " + std::to_string(tile) + ": must be a positive multiple of " + std::to_string(a) +
+                " for this model (" + std::to_string(model.levels) + " levels); try " +
+                std::to_string(std::max<int64_t>(a, (tile / a) * a)));
+  if (batch < 1) throw Error("--batch " + std::to_string(batch) + ": must be >= 1");
+}
+
+TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile) {
+  if (static_cast<int>(extent.size()) != model.dims)
+    throw Error("model is " + std::to_string(model.dims) + "-D but the image has " + std::to_string(extent.size()) +
+                " axes");
+  return TileGrid(TileGridOptions(extent)
+                      .with_step(tile)
+                      .with_remainder(unet_remainder(model))
+                      .with_halo(unet_halo(model))
+                      .with_alignment(unet_alignment(model)));
+}
+
+InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
+                              const InferenceOptions& options, const TileCallback& fn) {
+  const UNetOptions& model = net->options();
+  options.validate(model);
+  if (source.info().channels != model.in_channels)
+    throw Error(source.info().path + ": has " + std::to_string(source.info().channels) + " bands but the model expects " +
+                std::to_string(model.in_channels));
+  const TileGrid grid = make_tile_grid(model, source.info().extent, options.tile);
+  net->eval();
+  c10::InferenceMode guard;
+  const auto start = std::chrono::steady_clock::now();
+  ProgressBar bar("infer", grid.size(), "tiles", options.progress);
+
+  auto fetch = [&](int64_t first) {
+    const int64_t n = std::min<int64_t>(options.batch, grid.size() - first);
+    return read_batch(source, norm, grid, first, n);
+  };
+  std::future<Batch> next;
+  if (options.prefetch) next = std::async(std::launch::async, fetch, 0);
+  int64_t done = 0;
+  for (int64_t first = 0; first < grid.size(); first += options.batch) {
+    Batch batch = options.prefetch ? next.get() : fetch(first);
+    const int64_t following = first + options.batch;
+    if (options.prefetch && following < grid.size()) next = std::async(std::launch::async, fetch, following);
+    torch::Tensor logits = net->forward(batch.input);
+    for (size_t k = 0; k < batch.tiles.size(); ++k) {
+      const Tile& t = batch.tiles[k];
+      // Valid networks cover the output box; `same` networks cover the whole input box.
+      const Box covered = logits.size(2) == t.output.size[0] ? t.output : t.input;
+      TESSERA_CHECK(logits.size(2) == covered.size[0]);
+      fn(t, crop_inset(logits[k], covered, t.inset), crop_inset(batch.valid[k], t.input, t.inset));
+    }
+    done += static_cast<int64_t>(batch.tiles.size());
+    bar.update(done);
+  }
+  bar.finish();
+
+  InferenceReport report;
+  report.tiles = grid.size();
+  report.pixels = 1;
+  for (int64_t n : source.info().extent) report.pixels *= n;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report.useful_gflops = unet_flops_per_output_pixel(model) * double(report.pixels) / 1e9;
+  report.overhead = grid.overhead();
+  return report;
+}
+
+InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normalization& norm, LabelSink& sink,
+                             const InferenceOptions& options) {
+  return for_each_tile(net, source, norm, options,
+                       [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
+                         auto labels = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(),
+                                                                                      int64_t{kNoDataLabel});
+                         sink.write(t.inset, to_block_u8(labels));
+                       });
+}
+
+torch::Tensor infer_logits(UNet& net, const ImageSource& source, const Normalization& norm,
+                           const InferenceOptions& options) {
+  std::vector<int64_t> shape{net->options().classes};
+  for (int64_t n : source.info().extent) shape.push_back(n);
+  torch::Tensor out = torch::full(shape, std::numeric_limits<float>::quiet_NaN());
+  for_each_tile(net, source, norm, options, [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor&) {
+    crop_inset(out, Box{Index(t.inset.dims(), 0), source.info().extent}, t.inset).copy_(logits);
+  });
+  return out;
+}
+
+torch::Tensor forward_whole_image(UNet& net, const ImageSource& source, const Normalization& norm, int64_t tile) {
+  const UNetOptions& model = net->options();
+  const TileGrid grid = make_tile_grid(model, source.info().extent, tile);
+  const int d = grid.dims();
+  Box padded{Index(d, -grid.options().halo), Index(d)};
+  for (int a = 0; a < d; ++a) padded.size[a] = grid.counts()[a] * tile + grid.options().remainder + 2 * grid.options().halo;
+  net->eval();
+  c10::InferenceMode guard;
+  Window w = read_window(source, padded, norm);
+  torch::Tensor logits = net->forward(w.values.unsqueeze(0))[0];
+  Box covered = padded;
+  if (model.padding == Padding::kValid) {
+    for (int a = 0; a < d; ++a) {
+      covered.origin[a] += grid.options().halo;
+      covered.size[a] -= 2 * grid.options().halo;
+    }
+  }
+  return crop_inset(logits, covered, Box{Index(d, 0), source.info().extent}).clone();
+}
+
+}  // namespace tessera

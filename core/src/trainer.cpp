@@ -1,0 +1,185 @@
+#include "tessera/core/trainer.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/core/tensor_io.hpp"
+
+namespace tessera {
+namespace {
+
+struct Sample {
+  torch::Tensor input;   // (B, C, spatial...)
+  torch::Tensor target;  // (B, spatial...) int64
+};
+
+// Draws output boxes inside each pair's region. Windows keep their halo inside the region
+// where they can, so held-back pixels are not read, except at the image border where the
+// halo is reflected exactly as at inference.
+class TileSampler {
+ public:
+  TileSampler(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o)
+      : data_(data), model_(model), options_(o), rng_(o.seed), side_(o.tile + unet_remainder(model)),
+        halo_(unet_halo(model)) {
+    for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
+  }
+
+  Sample next() {
+    std::vector<torch::Tensor> inputs, targets;
+    for (int b = 0; b < options_.batch; ++b) {
+      std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
+      const TrainingPair& p = data_[pick(rng_)];
+      const Index& extent = p.image->info().extent;
+      const int d = static_cast<int>(extent.size());
+      Box out{Index(d), Index(d, side_)};
+      for (int a = 0; a < d; ++a) {
+        const int64_t r0 = p.region.origin[a], r1 = p.region.origin[a] + p.region.size[a];
+        int64_t lo = r0 == 0 ? r0 : r0 + halo_;
+        int64_t hi = (r1 == extent[a] ? r1 : r1 - halo_) - side_;
+        if (hi < lo) {  // region too small to keep the halo inside: relax, then clamp
+          lo = r0;
+          hi = r1 - side_;
+        }
+        out.origin[a] = std::uniform_int_distribution<int64_t>(lo, std::max(lo, hi))(rng_);
+      }
+      Box in = out;
+      for (int a = 0; a < d; ++a) {
+        in.origin[a] -= halo_;
+        in.size[a] += 2 * halo_;
+      }
+      Window w = read_window(*p.image, in, norm_);
+      torch::Tensor target = torch::full(out.size, options_.loss.ignore_index, torch::kInt64);
+      const Box inside = out.clipped(extent);
+      if (!inside.empty()) {
+        torch::Tensor view = target;
+        for (int a = 0; a < d; ++a) view = view.narrow(a, inside.origin[a] - out.origin[a], inside.size[a]);
+        view.copy_(read_labels(*p.labels, inside, model_.classes, options_.loss.ignore_index));
+      }
+      // Pixels without image data teach nothing.
+      torch::Tensor valid = w.valid;
+      if (model_.padding == Padding::kValid)
+        for (int a = 0; a < d; ++a) valid = valid.narrow(a, halo_, side_);
+      target.masked_fill_(valid.logical_not(), options_.loss.ignore_index);
+      torch::Tensor x = w.values;
+      if (options_.augment) {
+        for (int a = 0; a < d; ++a) {
+          if (std::bernoulli_distribution(0.5)(rng_)) {
+            x = x.flip({a + 1});
+            target = target.flip({a});
+          }
+        }
+      }
+      inputs.push_back(x);
+      targets.push_back(target);
+    }
+    return {torch::stack(inputs), torch::stack(targets)};
+  }
+
+  void set_normalization(Normalization n) { norm_ = std::move(n); }
+
+ private:
+  const std::vector<TrainingPair>& data_;
+  UNetOptions model_;
+  TrainOptions options_;
+  std::mt19937_64 rng_;
+  int64_t side_, halo_;
+  std::vector<double> weights_;
+  Normalization norm_;
+};
+
+}  // namespace
+
+void TrainOptions::validate(const UNetOptions& model) const {
+  const int64_t a = unet_alignment(model);
+  if (tile <= 0 || tile % a != 0)
+    throw Error("train.tile " + std::to_string(tile) + ": must be a positive multiple of " + std::to_string(a));
+  if (batch < 1) throw Error("train.batch: must be >= 1");
+  if (steps < 1) throw Error("train.steps: must be >= 1");
+  if (!(learning_rate > 0)) throw Error("train.learning_rate: must be > 0");
+  if (checkpoint_every < 1) throw Error("train.checkpoint_every: must be >= 1");
+  if (run_dir.empty()) throw Error("train.run_dir: required");
+}
+
+TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta) {
+  const UNetOptions& model = net->options();
+  options.validate(model);
+  if (data.empty()) throw Error("train: no image/label pairs");
+  for (const auto& p : data) {
+    if (p.image->info().extent != p.labels->info().extent)
+      throw Error(p.labels->info().path + ": label size " + to_string(p.labels->info().extent) +
+                  " differs from image size " + to_string(p.image->info().extent) + " of " + p.image->info().path);
+    if (p.image->info().channels != model.in_channels)
+      throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
+                  " channels but the model expects " + std::to_string(model.in_channels));
+  }
+  namespace fs = std::filesystem;
+  fs::create_directories(fs::path(options.run_dir) / "checkpoints");
+  std::ofstream metrics(fs::path(options.run_dir) / "metrics.jsonl", std::ios::app);
+  if (!metrics) throw Error(options.run_dir + "/metrics.jsonl: cannot open for writing");
+
+  TileSampler sampler(data, model, options);
+  sampler.set_normalization(meta.norm);
+  net->train();
+  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(options.learning_rate));
+  const std::string last = (fs::path(options.run_dir) / "checkpoints" / "last.pt").string();
+
+  ProgressBar bar("train", options.steps, "steps", options.progress);
+  const auto start = std::chrono::steady_clock::now();
+  std::future<Sample> next = std::async(std::launch::async, [&] { return sampler.next(); });
+  std::vector<double> losses;
+  for (int64_t step = 1; step <= options.steps; ++step) {
+    Sample s = next.get();
+    if (step < options.steps) next = std::async(std::launch::async, [&] { return sampler.next(); });
+    const bool labelled = (s.target != options.loss.ignore_index).any().item<bool>();
+    double value = std::numeric_limits<double>::quiet_NaN();
+    if (labelled) {  // a tile without one labelled pixel teaches nothing
+      optimizer.zero_grad();
+      auto logits = net->forward(s.input);
+      auto loss = dice_ce_loss(logits, s.target, options.loss);
+      loss.backward();
+      optimizer.step();
+      value = loss.item<double>();
+      if (!std::isfinite(value))
+        throw Error("train: loss became " + std::to_string(value) + " at step " + std::to_string(step) +
+                    " (learning rate " + std::to_string(options.learning_rate) + " too high, or NaN in the input?)");
+      losses.push_back(value);
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double tiles_per_s = double(step * options.batch) / elapsed;
+    nlohmann::json j{{"step", step},
+                     {"loss", labelled ? nlohmann::json(value) : nlohmann::json(nullptr)},
+                     {"lr", options.learning_rate},
+                     {"tiles_per_s", tiles_per_s},
+                     {"pixels_per_s", tiles_per_s * double(s.target[0].numel())},
+                     {"elapsed_s", elapsed}};
+    metrics << j.dump() << '\n';
+    metrics.flush();
+    char extra[64];
+    std::snprintf(extra, sizeof extra, "loss %.4f", value);
+    bar.update(step, extra);
+    if (step % options.checkpoint_every == 0 || step == options.steps) {
+      meta.step = step;
+      save_checkpoint(last, net, meta, &optimizer);
+    }
+  }
+  bar.finish();
+
+  TrainReport report;
+  report.steps = options.steps;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const size_t tail = std::max<size_t>(1, losses.size() / 10);
+  for (size_t i = losses.size() - std::min(tail, losses.size()); i < losses.size(); ++i) report.final_loss += losses[i];
+  report.final_loss /= double(std::min(tail, std::max<size_t>(losses.size(), 1)));
+  report.tiles_per_second = double(options.steps * options.batch) / report.seconds;
+  report.checkpoint = last;
+  return report;
+}
+
+}  // namespace tessera

@@ -1,0 +1,118 @@
+#include "tessera/core/unet.hpp"
+
+#include <numeric>
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
+                       int64_t stride, bool transposed)
+    : dims_(dims), padding_(padding), stride_(stride), transposed_(transposed) {
+  std::vector<int64_t> shape = transposed ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
+  for (int d = 0; d < dims; ++d) shape.push_back(kernel);
+  weight_ = register_parameter("weight", torch::empty(shape));
+  bias_ = register_parameter("bias", torch::zeros({out}));
+  // Kaiming normal for ReLU networks (fan_in of the forward convolution).
+  const double fan_in = static_cast<double>(in) * std::pow(double(kernel), dims) /
+                        (transposed ? std::pow(double(stride), dims) : 1.0);
+  torch::NoGradGuard no_grad;
+  weight_.normal_(0.0, std::sqrt(2.0 / fan_in));
+}
+
+torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
+  const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
+  return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
+}
+
+NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
+  groups_ = kind == Norm::kInstance ? channels : std::gcd<int64_t>(8, channels);
+  weight_ = register_parameter("weight", torch::ones({channels}));
+  bias_ = register_parameter("bias", torch::zeros({channels}));
+  if (kind == Norm::kBatch) {
+    running_mean_ = register_buffer("running_mean", torch::zeros({channels}));
+    running_var_ = register_buffer("running_var", torch::ones({channels}));
+  }
+}
+
+torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
+  if (kind_ == Norm::kBatch)
+    return torch::batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), 0.1, 1e-5,
+                             /*cudnn_enabled=*/true);
+  return torch::group_norm(x, groups_, weight_, bias_, 1e-5);
+}
+
+ConvBlockImpl::ConvBlockImpl(const UNetOptions& o, int64_t in, int64_t out) {
+  const int64_t pad = o.padding == Padding::kSame ? (o.kernel - 1) / 2 : 0;
+  for (int i = 0; i < o.convs_per_level; ++i) {
+    convs_.push_back(register_module("conv" + std::to_string(i),
+                                     ConvNd(o.dims, i == 0 ? in : out, out, o.kernel, pad)));
+    if (o.norm != Norm::kNone)
+      norms_.push_back(register_module("norm" + std::to_string(i), NormNd(o.norm, out)));
+  }
+}
+
+torch::Tensor ConvBlockImpl::forward(torch::Tensor x) {
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    x = convs_[i]->forward(x);
+    if (!norms_.empty()) x = norms_[i]->forward(x);
+    x = torch::relu_(x);
+  }
+  return x;
+}
+
+UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
+  options_.validate();
+  const auto& o = options_;
+  auto filters = [&](int l) { return int64_t{o.base_filters} << l; };
+  for (int l = 0; l < o.levels; ++l)
+    encoder_.push_back(register_module("enc" + std::to_string(l),
+                                       ConvBlock(o, l == 0 ? o.in_channels : filters(l - 1), filters(l))));
+  for (int l = 0; l < o.levels - 1; ++l) {
+    const bool transposed = o.decoder == Decoder::kTransposed;
+    up_.push_back(register_module("up" + std::to_string(l),
+                                  ConvNd(o.dims, filters(l + 1), filters(l), transposed ? 2 : 1, 0,
+                                         transposed ? 2 : 1, transposed)));
+    decoder_.push_back(register_module("dec" + std::to_string(l), ConvBlock(o, 2 * filters(l), filters(l))));
+  }
+  head_ = register_module("head", ConvNd(o.dims, filters(0), o.classes, 1, 0));
+}
+
+torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
+  torch::Tensor y = x;
+  for (int64_t d = 2; d < x.dim(); ++d) {
+    const int64_t diff = x.size(d) - like.size(d);
+    TESSERA_CHECK(diff >= 0 && diff % 2 == 0);
+    if (diff > 0) y = y.narrow(d, diff / 2, like.size(d));
+  }
+  return y;
+}
+
+torch::Tensor UNetImpl::forward(torch::Tensor x) {
+  const int L = options_.levels;
+  std::vector<torch::Tensor> skips;
+  for (int l = 0; l < L; ++l) {
+    x = encoder_[l]->forward(x);
+    if (l < L - 1) {
+      skips.push_back(x);
+      x = options_.dims == 2 ? torch::max_pool2d(x, 2) : torch::max_pool3d(x, 2);
+    }
+  }
+  for (int l = L - 2; l >= 0; --l) {
+    if (options_.decoder == Decoder::kTransposed) {
+      x = up_[l]->forward(x);
+    } else {
+      // 1×1 convolution before nearest upsampling: the same result at a quarter of the cost.
+      x = up_[l]->forward(x);
+      x = options_.dims == 2 ? torch::upsample_nearest2d(x, {x.size(2) * 2, x.size(3) * 2})
+                             : torch::upsample_nearest3d(x, {x.size(2) * 2, x.size(3) * 2, x.size(4) * 2});
+    }
+    x = torch::cat({center_crop(skips[l], x), x}, 1);
+    x = decoder_[l]->forward(x);
+  }
+  return head_->forward(x);
+}
+
+}  // namespace tessera

@@ -1,0 +1,19 @@
+#pragma once
+// Chooses the reader for a path: a folder is a DICOM series; .nii/.nii.gz/.nrrd/.nhdr/
+// .mha/.mhd are ITK volumes; anything else goes to GDAL.
+#include <memory>
+#include <string>
+
+#include "tessera/core/image_source.hpp"
+
+namespace tessera::io {
+
+bool is_volume_path(const std::string& path);
+std::unique_ptr<ImageSource> open_image(const std::string& path);
+/// Rasters: per-band mean and standard deviation (approximate, from overviews or a sample).
+/// Volumes: Hounsfield units scaled so that water is 0 and ±1000 HU is ±1.
+Normalization default_normalization(const ImageSource& image);
+/// A label sink matching the input's kind and geometry, writing to `path`.
+std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like);
+
+}  // namespace tessera::io

@@ -1,0 +1,57 @@
+#pragma once
+// CT / MR volumes through ITK: NIfTI (.nii, .nii.gz), NRRD (.nrrd, .nhdr), MetaImage
+// (.mha, .mhd) and DICOM series (a folder; GDCM, slices sorted by position, rescale
+// slope/intercept applied so CT values are Hounsfield units). ITK types stay in io/src.
+// The volume is loaded once and tiled in memory. Geometry (spacing, origin, direction,
+// LPS mm, ITK axis order x, y, z) is carried to every output.
+#include <memory>
+#include <string>
+
+#include "tessera/core/image_source.hpp"
+
+namespace tessera::io {
+
+class VolumeReader final : public ImageSource {
+ public:
+  /// Throws tessera::Error("<path>: <problem>") for missing, truncated or empty input.
+  explicit VolumeReader(const std::string& path);
+  ~VolumeReader() override;
+  VolumeReader(const VolumeReader&) = delete;
+  VolumeReader& operator=(const VolumeReader&) = delete;
+
+  const ImageInfo& info() const override { return info_; }
+  /// Box axis order (z, y, x); result shape (1, dz, dy, dx).
+  Block<float> read(const Box& box) const override;
+
+ private:
+  ImageInfo info_;
+  std::vector<float> voxels_;  // z-major, x fastest
+};
+
+/// Writes a label volume with the given geometry. Kept in memory; on commit() written with
+/// ITK to a temporary name beside `path` (same extension) and renamed.
+class LabelVolumeWriter final : public LabelSink {
+ public:
+  LabelVolumeWriter(std::string path, Index extent, Georeference geo);
+  ~LabelVolumeWriter() override;
+  void write(const Box& box, const Block<uint8_t>& labels) override;
+  void commit() override;
+
+ private:
+  std::string path_;
+  Index extent_;
+  Georeference geo_;
+  std::vector<uint8_t> labels_;
+  bool committed_ = false;
+};
+
+/// Writes a float volume (e.g. a sample CT) with the given geometry; atomic like above.
+/// `voxels` are z-major with x fastest, extent (z, y, x).
+void write_volume(const std::string& path, const Index& extent, const Georeference& geo,
+                  const std::vector<float>& voxels, bool as_int16);
+/// Writes an int16 volume as a DICOM series of one file per slice into `folder`, with
+/// RescaleIntercept −1024 / slope 1 (stored values are HU + 1024 as uint16).
+void write_dicom_series(const std::string& folder, const Index& extent,
+                        const Georeference& geo, const std::vector<float>& hu);
+
+}  // namespace tessera::io

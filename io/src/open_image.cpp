@@ -1,0 +1,47 @@
+#include "tessera/io/open_image.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tessera/core/error.hpp"
+#include "tessera/io/raster.hpp"
+#include "tessera/io/volume.hpp"
+
+namespace tessera::io {
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && std::equal(suffix.rbegin(), suffix.rend(), s.rbegin(), [](char a, char b) {
+           return std::tolower(static_cast<unsigned char>(a)) == b;
+         });
+}
+}  // namespace
+
+bool is_volume_path(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return true;  // a DICOM series
+  for (const char* ext : {".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd"})
+    if (ends_with(path, ext)) return true;
+  return false;
+}
+
+std::unique_ptr<ImageSource> open_image(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw Error(path + ": no such file or folder");
+  if (is_volume_path(path)) return std::make_unique<VolumeReader>(path);
+  return std::make_unique<RasterReader>(path);
+}
+
+Normalization default_normalization(const ImageSource& image) {
+  if (const auto* raster = dynamic_cast<const RasterReader*>(&image)) return raster->band_statistics();
+  return {std::vector<float>(image.info().channels, 0.f), std::vector<float>(image.info().channels, 1000.f)};
+}
+
+std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like) {
+  if (like.kind == "volume") {
+    if (!is_volume_path(path) || std::filesystem::is_directory(path))
+      throw Error(path + ": a volume's labels need a volume file name (.nii.gz, .nrrd, .mha)");
+    return std::make_unique<LabelVolumeWriter>(path, like.extent, like.geo);
+  }
+  if (is_volume_path(path)) throw Error(path + ": a raster's labels need a raster file name (.tif)");
+  return std::make_unique<LabelRasterWriter>(LabelRasterOptions(path, like.extent, like.geo));
+}
+
+}  // namespace tessera::io
