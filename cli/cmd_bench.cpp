@@ -1,8 +1,163 @@
-// tessera bench: measured figures (filled in by the benchmark commit).
+// tessera bench infer: Tessera's streaming tiled inference against what a PyTorch user
+// writes instead (../shared/bench/ref_sliding_window.py), in the same run, on the same
+// scene; the machine's measured 3×3 convolution peak; and peak memory at two scene sizes.
+// Every figure is measured here and printed with the command that produced it.
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "child_process.hpp"
 #include "commands.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/threads.hpp"
+#include "tessera/core/unet_spec.hpp"
 
 namespace tessera::cli {
-void register_bench(CLI::App& app) {
-  app.add_subcommand("bench", "Benchmarks: infer (speed and memory against the PyTorch reference)");
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  int64_t size = 4096, tile = 1024, small_size = 2048, small_tile = 512;
+  std::vector<int64_t> memory_sizes{2048, 8192};
+  int threads = 0;
+  std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
+  std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_sliding_window.py";
+  std::string python = "/usr/bin/python3";
+  bool no_ref = false, no_small = false, no_memory = false;
+};
+
+std::string generator() {
+  const fs::path self = fs::path(self_executable()).parent_path();
+  for (const fs::path& p : {self / "../sample_data/tessera-make-sample", self / "tessera-make-sample"})
+    if (fs::exists(p)) return fs::canonical(p).string();
+  return "tessera-make-sample";  // from PATH
 }
+
+// A deterministic 4-band scene of side n, generated once and kept in the work folder.
+std::string scene(const Flags& f, int64_t n) {
+  const fs::path dir = fs::path(f.work_dir) / ("scene-" + std::to_string(n));
+  const fs::path tif = dir / "scene.tif";
+  if (!fs::exists(tif)) {
+    std::fprintf(stderr, "bench: generating a %lld x %lld scene in %s\n", (long long)n, (long long)n, dir.c_str());
+    auto r = run_child({generator(), "--out", dir.string(), "--size", std::to_string(n), "--only", "scene"}, true);
+    if (r.exit_code != 0) throw Error(dir.string() + ": scene generation failed");
+  }
+  return tif.string();
+}
+
+ChildResult tessera_infer(const Flags& f, const std::string& input, const std::string& model, int64_t tile,
+                          int threads) {
+  const std::string out = (fs::path(f.work_dir) / "labels.tif").string();
+  auto r = run_child({self_executable(), "infer", "--model", model, "--init", "random", "--seed", "0", "--classes", "4",
+                      "--input", input, "--output", out, "--tile", std::to_string(tile), "--threads",
+                      std::to_string(threads), "--no-progress"},
+                     true);
+  if (r.exit_code != 0) throw Error("bench: tessera infer failed on " + input + " (exit " + std::to_string(r.exit_code) + ")");
+  return r;
+}
+
+// GFLOP/s of a large 3×3 convolution (64 → 64 channels, 512²), best of three.
+double conv_peak_gflops() {
+  torch::NoGradGuard ng;
+  auto x = torch::randn({1, 64, 512, 512});
+  auto w = torch::randn({64, 64, 3, 3});
+  torch::conv2d(x, w);
+  double best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::conv2d(x, w);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return 2.0 * 9 * 64 * 64 * 510.0 * 510.0 / best / 1e9;
+}
+
+void run(const Flags& f) {
+  fs::create_directories(f.work_dir);
+  const int threads = configure_threads(f.threads);
+  nlohmann::json report{{"threads", threads}};
+  const UNetOptions tiny = unet_preset("unet-tiny");
+  const double tiny_flops = unet_flops_per_output_pixel(tiny);
+
+  const std::string main_scene = scene(f, f.size);
+  const double px = double(f.size) * double(f.size);
+  std::printf("bench infer: %lld x %lld 4-band scene, unet-tiny (L4 f16), %d threads\n", (long long)f.size,
+              (long long)f.size, threads);
+  std::printf("%-34s %9s %9s %12s %12s\n", "", "seconds", "Mpx/s", "useful GF/s", "peak RSS MiB");
+  const ChildResult t = tessera_infer(f, main_scene, "unet-tiny", f.tile, threads);
+  const double t_gflops = tiny_flops * px / t.seconds / 1e9;
+  std::printf("%-34s %9.2f %9.3f %12.2f %12.1f\n", ("tessera infer --tile " + std::to_string(f.tile)).c_str(),
+              t.seconds, px / 1e6 / t.seconds, t_gflops, t.peak_rss_mib);
+  report["tessera"] = {{"seconds", t.seconds}, {"useful_gflops", t_gflops}, {"peak_rss_mib", t.peak_rss_mib},
+                       {"tile", f.tile}, {"size", f.size}};
+  if (!f.no_ref) {
+    if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
+    const ChildResult r = run_child({f.python, f.ref_script, main_scene, "--levels", "4", "--filters", "16", "--classes",
+                                     "4", "--threads", std::to_string(threads)},
+                                    true);
+    if (r.exit_code != 0)
+      throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
+                  "); it needs python3-torch and python3-rasterio");
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+    const double secs = j.at("seconds").get<double>(), rss = j.at("peak_rss_mib").get<double>();
+    const double r_gflops = tiny_flops * px / secs / 1e9;
+    std::printf("%-34s %9.2f %9.3f %12.2f %12.1f\n", "PyTorch sliding window (ref)", secs, px / 1e6 / secs, r_gflops, rss);
+    std::printf("tessera / reference: %.2fx throughput, %.2fx peak memory\n", r_gflops > 0 ? t_gflops / r_gflops : 0.0,
+                t.peak_rss_mib / rss);
+    report["reference"] = {{"seconds", secs}, {"useful_gflops", r_gflops}, {"peak_rss_mib", rss}};
+    report["speedup"] = t_gflops / r_gflops;
+    report["memory_ratio"] = t.peak_rss_mib / rss;
+  }
+
+  const double peak = conv_peak_gflops();
+  std::printf("\nconvolution peak (3x3, 64->64, 512^2): %.1f GFLOP/s\n", peak);
+  report["conv_peak_gflops"] = peak;
+  if (!f.no_small) {
+    const UNetOptions small = unet_preset("unet-small");
+    const std::string s = scene(f, f.small_size);
+    const ChildResult r = tessera_infer(f, s, "unet-small", f.small_tile, threads);
+    const double g = unet_flops_per_output_pixel(small) * double(f.small_size) * double(f.small_size) / r.seconds / 1e9;
+    std::printf("unet-small on %lld^2, --tile %lld: %.1f s, %.1f useful GFLOP/s = %.0f%% of the convolution peak\n",
+                (long long)f.small_size, (long long)f.small_tile, r.seconds, g, 100.0 * g / peak);
+    report["unet_small"] = {{"seconds", r.seconds}, {"useful_gflops", g}, {"fraction_of_peak", g / peak},
+                            {"size", f.small_size}, {"tile", f.small_tile}};
+  }
+  if (!f.no_memory) {
+    std::printf("\npeak memory vs scene size (unet-tiny, --tile 512):\n");
+    nlohmann::json mem = nlohmann::json::array();
+    double first = 0;
+    for (int64_t n : f.memory_sizes) {
+      const ChildResult r = tessera_infer(f, scene(f, n), "unet-tiny", 512, threads);
+      if (first == 0) first = r.peak_rss_mib;
+      std::printf("  %6lld^2: %8.1f MiB  (%.2fx the first)\n", (long long)n, r.peak_rss_mib, r.peak_rss_mib / first);
+      mem.push_back({{"size", n}, {"peak_rss_mib", r.peak_rss_mib}, {"seconds", r.seconds}});
+    }
+    report["memory"] = mem;
+  }
+  std::cout << "\n" << report.dump() << std::endl;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks with printed, reproducible figures");
+  bench->require_subcommand(1);
+  auto* cmd = bench->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");
+  static Flags f;
+  cmd->add_option("--size", f.size, "Scene side for the speed comparison")->capture_default_str();
+  cmd->add_option("--tile", f.tile, "Tessera's inset side")->capture_default_str();
+  cmd->add_option("--small-size", f.small_size, "Scene side for the unet-small peak-fraction run")->capture_default_str();
+  cmd->add_option("--small-tile", f.small_tile, "Tile for the unet-small run")->capture_default_str();
+  cmd->add_option("--memory-sizes", f.memory_sizes, "Scene sides for the memory check")->delimiter(',');
+  cmd->add_option("--threads", f.threads, "Threads for both tools (default: all cores)");
+  cmd->add_option("--work-dir", f.work_dir, "Where generated scenes are kept")->capture_default_str();
+  cmd->add_option("--ref-script", f.ref_script, "ref_sliding_window.py")->capture_default_str();
+  cmd->add_flag("--no-ref", f.no_ref, "Skip the PyTorch reference");
+  cmd->add_flag("--no-small", f.no_small, "Skip the unet-small run");
+  cmd->add_flag("--no-memory", f.no_memory, "Skip the memory-vs-size runs");
+  cmd->callback([] { run(f); });
+}
+
 }  // namespace tessera::cli

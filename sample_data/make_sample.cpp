@@ -116,7 +116,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--only", options.only, "what to write: scene, ct or all")
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;  // --help is success; every usage error is status 1
+  }
 
   try {
     options.validate();

@@ -99,13 +99,15 @@ std::vector<RoadPath> make_roads(int size, Rng& rng) {
 void make_water(int size, Rng& rng, cv::Mat& river, cv::Mat& lakes) {
   river = cv::Mat::zeros(size, size, CV_8U);
   lakes = cv::Mat::zeros(size, size, CV_8U);
+  // Water keeps its size from 2048 px up and shrinks below, so small scenes are not all lake.
+  const double shrink = std::min(1.0, size / 2048.0);
   const int rivers = std::max(1, (size + 1024) / 2048);
   for (int r = 0; r < rivers; ++r) {
     const double band = double(size) / rivers;
     const double yc = (r + rng.uniform(0.3, 0.7)) * band;
     const double a1 = rng.uniform(60.0, 140.0), l1 = rng.uniform(700.0, 1300.0);
     const double a2 = rng.uniform(15.0, 40.0), l2 = rng.uniform(220.0, 420.0);
-    const double w0 = rng.uniform(50.0, 75.0), l3 = rng.uniform(300.0, 600.0);
+    const double w0 = shrink * rng.uniform(50.0, 75.0), l3 = rng.uniform(300.0, 600.0);
     const double p1 = rng.uniform(0.0, kTwoPi), p2 = rng.uniform(0.0, kTwoPi),
                  p3 = rng.uniform(0.0, kTwoPi);
     for (double x = -40.0; x <= size + 40.0; x += 2.0) {
@@ -115,12 +117,14 @@ void make_water(int size, Rng& rng, cv::Mat& river, cv::Mat& lakes) {
     }
   }
   const double area = double(size) * size / (2048.0 * 2048.0);
-  const int count = 1 + std::max(1, int(std::lround(2.0 * area)));
+  const int count = 1 + std::max(1, int(std::lround(2.5 * area)));
+  // The first lakes sit in the held-back right quarter (one per 4096² of scene); the others
+  // anywhere.
+  const int held_back = std::max(1, int(std::lround(area / 4.0)));
   for (int i = 0; i < count; ++i) {
-    // Lake 0 sits in the held-back right quarter; the others anywhere.
-    const double cx = (i == 0 ? rng.uniform(0.82, 0.9) : rng.uniform(0.1, 0.9)) * size;
+    const double cx = (i < held_back ? rng.uniform(0.82, 0.9) : rng.uniform(0.1, 0.9)) * size;
     const double cy = rng.uniform(0.15, 0.85) * size;
-    const double radius = rng.uniform(130.0, 190.0);
+    const double radius = shrink * rng.uniform(130.0, 190.0);
     const int half = int(2 * radius);
     cv::Mat blob = cv::Mat::zeros(2 * half, 2 * half, CV_8U);
     for (int e = 0; e < 5; ++e) {
@@ -167,6 +171,8 @@ SceneLayout make_scene_layout(const SceneOptions& options) {
 
   labels.setTo(kWater, lakes);  // ... but end at a lake shore
   material.setTo(kOpenWater, lakes);
+  river.release();
+  lakes.release();
 
   place_buildings(roads, options.seed, rng, labels, material);
   return layout;

@@ -27,29 +27,44 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-TEST(RasterReader, WindowMatchesGdalAndCarriesGeoreference) {
-  REQUIRE_SHARED("rgb1_fake_nir_epsg3857.tif");
-  const std::string path = shared("rgb1_fake_nir_epsg3857.tif");
+class RasterWindow : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RasterWindow, MatchesGdalAndCarriesGeoreference) {
+  REQUIRE_SHARED(GetParam());
+  const std::string path = shared(GetParam());
   RasterReader r(path);
-  EXPECT_EQ(r.info().channels, 4);
   GDALDatasetH ds = GDALOpen(path.c_str(), GA_ReadOnly);
   ASSERT_NE(ds, nullptr);
+  const int bands = GDALGetRasterCount(ds);
+  EXPECT_EQ(r.info().channels, bands);
   EXPECT_EQ(r.info().extent, (Index{GDALGetRasterYSize(ds), GDALGetRasterXSize(ds)}));
   double gt[6];
   ASSERT_EQ(GDALGetGeoTransform(ds, gt), CE_None);
   for (int i = 0; i < 6; ++i) EXPECT_DOUBLE_EQ(r.info().geo.geotransform[i], gt[i]);
   EXPECT_EQ(r.info().geo.crs_wkt, GDALGetProjectionRef(ds));
-  const Box box{{5, 7}, {13, 11}};
+  const Index e = r.info().extent;
+  const int h = static_cast<int>(std::max<int64_t>(1, e[0] / 2)), w = static_cast<int>(std::max<int64_t>(1, e[1] / 2));
+  const int y0 = static_cast<int>(e[0] / 4), x0 = static_cast<int>(e[1] / 4);
+  const Box box{{y0, x0}, {h, w}};
   const Block<float> b = r.read(box);
-  ASSERT_EQ(b.shape, (Index{4, 13, 11}));
-  for (int c = 0; c < 4; ++c) {
-    std::vector<float> ref(13 * 11);
-    ASSERT_EQ(GDALRasterIO(GDALGetRasterBand(ds, c + 1), GF_Read, 7, 5, 11, 13, ref.data(), 11, 13, GDT_Float32, 0, 0),
+  ASSERT_EQ(b.shape, (Index{bands, h, w}));
+  for (int c = 0; c < bands; ++c) {
+    std::vector<float> ref(h * w);
+    ASSERT_EQ(GDALRasterIO(GDALGetRasterBand(ds, c + 1), GF_Read, x0, y0, w, h, ref.data(), w, h, GDT_Float32, 0, 0),
               CE_None);
-    for (int i = 0; i < 13 * 11; ++i) ASSERT_EQ(b.data[c * 13 * 11 + i], ref[i]);
+    for (int i = 0; i < h * w; ++i) ASSERT_EQ(b.data[c * h * w + i], ref[i]);
   }
   GDALClose(ds);
 }
+
+INSTANTIATE_TEST_SUITE_P(SharedData, RasterWindow,
+                         ::testing::Values("rgb1_fake_nir_epsg3857.tif", "cogeo.tif", "test_esri_wkt.tif", "byte.tif"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
 
 TEST(RasterReader, CorruptTileFailsWithTheFileName) {
   REQUIRE_SHARED("corrupt.tif");
