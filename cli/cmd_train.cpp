@@ -86,6 +86,7 @@ void run(const Flags& f) {
   read_opt(tn, "learning_rate", t.learning_rate, f.config);
   read_opt(tn, "seed", t.seed, f.config);
   read_opt(tn, "augment", t.augment, f.config);
+  read_opt(tn, "foreground_fraction", t.foreground_fraction, f.config);
   read_opt(tn, "checkpoint_every", t.checkpoint_every, f.config);
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
   if (f.steps) t.steps = *f.steps;
@@ -113,6 +114,10 @@ void run(const Flags& f) {
     images.push_back(io::open_image(resolve_path(f.config, p["image"].as<std::string>())));
     labels.push_back(io::open_image(resolve_path(f.config, p["labels"].as<std::string>())));
     holdout.validate(static_cast<int>(images.back()->info().extent.size()));
+    if (images.back()->info().extent != labels.back()->info().extent)
+      throw Error(labels.back()->info().path + ": label size " + to_string(labels.back()->info().extent) +
+                  " differs from image size " + to_string(images.back()->info().extent) + " of " +
+                  images.back()->info().path);
     pairs.push_back({images.back().get(), labels.back().get(),
                      training_region(images.back()->info().extent, holdout)});
   }

@@ -18,17 +18,17 @@ echo "== scene: infer the whole scene, tiled"
   --output "$RUNS/scene/labels.tif" --tile 512 --overlay "$RUNS/scene/overlay.png"
 echo "== scene: Dice per class on the held-back quarter (x >= 75%)"
 "$T" eval --pred "$RUNS/scene/labels.tif" --truth "$SAMPLE_DIR/scene_labels.tif" \
-  --holdout-fraction 0.25 --names background,building,road,water | tee "$RUNS/scene/eval.txt"
+  --holdout-fraction 0.25 --names vegetation,building,road,water | tee "$RUNS/scene/eval.txt"
 
 echo
 echo "== CT: train (sample_data/ct.yaml)"
 "$T" train --config "$TESSERA_ROOT/sample_data/ct.yaml" --run-dir "$RUNS/ct"
 echo "== CT: infer the whole volume (NIfTI in, NIfTI out)"
 "$T" infer --checkpoint "$RUNS/ct/checkpoints/last.pt" --input "$SAMPLE_DIR/ct.nii.gz" \
-  --output "$RUNS/ct/labels.nii.gz" --tile 32 --overlay "$RUNS/ct/overlay.png"
+  --output "$RUNS/ct/labels.nii.gz" --tile 64 --overlay "$RUNS/ct/overlay.png"
 echo "== CT: the same from the DICOM series"
 "$T" infer --checkpoint "$RUNS/ct/checkpoints/last.pt" --input "$SAMPLE_DIR/ct_dicom" \
-  --output "$RUNS/ct/labels_from_dicom.nii.gz" --tile 32 --no-progress
+  --output "$RUNS/ct/labels_from_dicom.nii.gz" --tile 64 --no-progress
 echo "== CT: Dice per organ on the held-back slices (z >= 75%)"
 "$T" eval --pred "$RUNS/ct/labels.nii.gz" --truth "$SAMPLE_DIR/ct_labels.nii.gz" \
   --holdout-fraction 0.25 --names background,liver,kidney | tee "$RUNS/ct/eval.txt"

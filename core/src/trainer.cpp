@@ -1,5 +1,6 @@
 #include "tessera/core/trainer.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -29,13 +30,20 @@ class TileSampler {
       : data_(data), model_(model), options_(o), rng_(o.seed), side_(o.tile + unet_remainder(model)),
         halo_(unet_halo(model)) {
     for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
+    if (o.foreground_fraction > 0) index_foreground();
   }
 
   Sample next() {
     std::vector<torch::Tensor> inputs, targets;
     for (int b = 0; b < options_.batch; ++b) {
+      // Class-balanced draw: centre the tile on a labelled voxel of a random foreground class.
+      const Foreground* centre = nullptr;
+      if (!foreground_.empty() && std::bernoulli_distribution(options_.foreground_fraction)(rng_)) {
+        const auto& pool = foreground_[std::uniform_int_distribution<size_t>(0, foreground_.size() - 1)(rng_)];
+        centre = &pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng_)];
+      }
       std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
-      const TrainingPair& p = data_[pick(rng_)];
+      const TrainingPair& p = data_[centre ? centre->pair : pick(rng_)];
       const Index& extent = p.image->info().extent;
       const int d = static_cast<int>(extent.size());
       Box out{Index(d), Index(d, side_)};
@@ -47,7 +55,9 @@ class TileSampler {
           lo = r0;
           hi = r1 - side_;
         }
-        out.origin[a] = std::uniform_int_distribution<int64_t>(lo, std::max(lo, hi))(rng_);
+        hi = std::max(lo, hi);
+        out.origin[a] = centre ? std::clamp(centre->at[a] - side_ / 2, lo, hi)
+                               : std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
       }
       Box in = out;
       for (int a = 0; a < d; ++a) {
@@ -85,6 +95,50 @@ class TileSampler {
   void set_normalization(Normalization n) { norm_ = std::move(n); }
 
  private:
+  struct Foreground {
+    size_t pair;
+    Index at;
+  };
+
+  // Per foreground class, a reservoir sample of its labelled pixels inside the regions,
+  // read once in slabs (bounded memory whatever the image size).
+  void index_foreground() {
+    constexpr size_t kPerClass = 50000;
+    std::vector<std::vector<Foreground>> pools(model_.classes);
+    std::vector<int64_t> seen(model_.classes, 0);
+    for (size_t k = 0; k < data_.size(); ++k) {
+      const Box& region = data_[k].region;
+      const int d = region.dims();
+      const int64_t slab = d == 2 ? 256 : 8;
+      for (int64_t s = region.origin[0]; s < region.origin[0] + region.size[0]; s += slab) {
+        Box b = region;
+        b.origin[0] = s;
+        b.size[0] = std::min(slab, region.origin[0] + region.size[0] - s);
+        const Block<float> l = data_[k].labels->read(b);
+        Index at(d);
+        for (int64_t i = 0; i < static_cast<int64_t>(l.data.size()); ++i) {
+          const float v = l.data[i];
+          if (!(v >= 1 && v < model_.classes)) continue;
+          const int c = static_cast<int>(v);
+          int64_t rest = i;
+          for (int a = d - 1; a >= 0; --a) {
+            at[a] = b.origin[a] + rest % b.size[a];
+            rest /= b.size[a];
+          }
+          const int64_t n = seen[c]++;
+          if (pools[c].size() < kPerClass) {
+            pools[c].push_back({k, at});
+          } else if (const int64_t j = std::uniform_int_distribution<int64_t>(0, n)(rng_); j < int64_t(kPerClass)) {
+            pools[c][j] = {k, at};
+          }
+        }
+      }
+    }
+    for (auto& pool : pools)
+      if (!pool.empty()) foreground_.push_back(std::move(pool));
+  }
+
+  std::vector<std::vector<Foreground>> foreground_;
   const std::vector<TrainingPair>& data_;
   UNetOptions model_;
   TrainOptions options_;
@@ -104,6 +158,7 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (steps < 1) throw Error("train.steps: must be >= 1");
   if (!(learning_rate > 0)) throw Error("train.learning_rate: must be > 0");
   if (checkpoint_every < 1) throw Error("train.checkpoint_every: must be >= 1");
+  if (foreground_fraction < 0 || foreground_fraction > 1) throw Error("train.foreground_fraction: must be in [0, 1]");
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }
 

@@ -31,7 +31,8 @@ std::unique_ptr<ImageSource> open_image(const std::string& path) {
 
 Normalization default_normalization(const ImageSource& image) {
   if (const auto* raster = dynamic_cast<const RasterReader*>(&image)) return raster->band_statistics();
-  return {std::vector<float>(image.info().channels, 0.f), std::vector<float>(image.info().channels, 1000.f)};
+  // CT: an abdominal window — soft tissue (40 HU) at 0, ±250 HU at ±1; air and bone stay distinct.
+  return {std::vector<float>(image.info().channels, 40.f), std::vector<float>(image.info().channels, 250.f)};
 }
 
 std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like) {

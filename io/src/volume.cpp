@@ -699,6 +699,8 @@ void write_dicom_series(const std::string& folder, const Index& extent,
     set("0008|0018", new_dicom_uid());             // SOP instance
     set("0008|0008", "DERIVED\\SECONDARY\\AXIAL");  // image type
     set("0008|0060", "CT");
+    set("0028|0002", "1");            // samples per pixel
+    set("0028|0004", "MONOCHROME2");  // photometric interpretation (GDCM warns without it)
     set("0010|0010", "Tessera^Sample");
     set("0010|0020", "TESSERA");
     set("0020|000d", study_uid);

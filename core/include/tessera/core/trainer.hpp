@@ -21,6 +21,7 @@ struct TrainOptions {
   double learning_rate = 1e-3;   ///< Adam
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
+  double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
   int64_t checkpoint_every = 100;
   bool progress = true;
   std::string run_dir;           ///< where metrics.jsonl and checkpoints/ go (required)

@@ -11,7 +11,7 @@ namespace tessera::io {
 bool is_volume_path(const std::string& path);
 std::unique_ptr<ImageSource> open_image(const std::string& path);
 /// Rasters: per-band mean and standard deviation (approximate, from overviews or a sample).
-/// Volumes: Hounsfield units scaled so that water is 0 and ±1000 HU is ±1.
+/// Volumes: Hounsfield units in an abdominal window, (HU − 40) / 250.
 Normalization default_normalization(const ImageSource& image);
 /// A label sink matching the input's kind and geometry, writing to `path`.
 std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like);
