@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  int64_t size = 4096, tile = 1024, small_size = 2048, small_tile = 512;
+  int64_t size = 4096, tile = 384, small_size = 2048, small_tile = 384;
   std::vector<int64_t> memory_sizes{2048, 8192};
   int threads = 0;
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
@@ -125,11 +125,11 @@ void run(const Flags& f) {
                             {"size", f.small_size}, {"tile", f.small_tile}};
   }
   if (!f.no_memory) {
-    std::printf("\npeak memory vs scene size (unet-tiny, --tile 512):\n");
+    std::printf("\npeak memory vs scene size (unet-tiny, --tile %lld):\n", (long long)f.tile);
     nlohmann::json mem = nlohmann::json::array();
     double first = 0;
     for (int64_t n : f.memory_sizes) {
-      const ChildResult r = tessera_infer(f, scene(f, n), "unet-tiny", 512, threads);
+      const ChildResult r = tessera_infer(f, scene(f, n), "unet-tiny", f.tile, threads);
       if (first == 0) first = r.peak_rss_mib;
       std::printf("  %6lld^2: %8.1f MiB  (%.2fx the first)\n", (long long)n, r.peak_rss_mib, r.peak_rss_mib / first);
       mem.push_back({{"size", n}, {"peak_rss_mib", r.peak_rss_mib}, {"seconds", r.seconds}});

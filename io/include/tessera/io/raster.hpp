@@ -57,6 +57,6 @@ class LabelRasterWriter final : public LabelSink {
 };
 
 /// Caps GDAL's block cache (bytes) and registers drivers; idempotent.
-void init_gdal(int64_t cache_bytes = 64ll << 20);
+void init_gdal(int64_t cache_bytes = 16ll << 20);
 
 }  // namespace tessera::io
