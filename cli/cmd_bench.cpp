@@ -143,6 +143,7 @@ void run(const Flags& f) {
 
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks with printed, reproducible figures");
+  register_bench_allreduce(*bench);
   bench->require_subcommand(1);
   auto* cmd = bench->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");
   static Flags f;

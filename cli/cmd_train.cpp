@@ -8,9 +8,15 @@
 //     class_names: [background, building, road, water]
 //     holdout: {axis: x, fraction: 0.25}
 //   train: {tile: 64, batch: 4, steps: 400, learning_rate: 0.002, seed: 1}
+//   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false}   # optional
+//
+// Under an MPI launcher (`mpirun -np P tessera train …`) the ranks form a ProcessGrid
+// (default: all ranks on the data axis) and train data-parallel: `batch` is per replica,
+// the global batch is batch × dp, and the result equals one process with the global batch.
 #include <filesystem>
 #include <fstream>
 
+#include <torch/torch.h>
 #include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
@@ -19,6 +25,10 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/io/open_image.hpp"
+#include "tessera/parallel/data_parallel.hpp"
+#include "tessera/parallel/device_monitor.hpp"
+#include "tessera/parallel/process_grid.hpp"
+#include "tessera/parallel/runtime.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -29,6 +39,9 @@ struct Flags {
   std::optional<int> batch, threads;
   std::optional<double> lr;
   std::optional<uint64_t> seed;
+  std::optional<int> dp, pp, sp;
+  std::optional<double> fusion_mib;
+  bool scale_lr = false;
   bool no_progress = false;
 };
 
@@ -67,6 +80,17 @@ std::string resolve_path(const std::string& config, const std::string& p) {
   return (fs::path(config).parent_path() / p).lexically_normal().string();
 }
 
+// Rank 0 prints peak memory and mean utilisation of every rank's device.
+void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor) {
+  const parallel::DeviceSummary s = monitor.summary();
+  torch::Tensor mine = torch::tensor({double(s.peak_mem_used_bytes), s.mean_util_pct}, torch::kDouble);
+  torch::Tensor all = world.allgather(mine);
+  if (world.rank() != 0) return;
+  for (int r = 0; r < world.size(); ++r)
+    std::fprintf(stderr, "telemetry: rank %d %s peak memory %.1f MiB, mean utilisation %.0f%%\n", r, s.device.c_str(),
+                 all[r][0].item<double>() / (1 << 20), all[r][1].item<double>());
+}
+
 void run(const Flags& f) {
   if (!std::filesystem::is_regular_file(f.config)) throw Error(f.config + ": no such config file");
   YAML::Node root;
@@ -88,6 +112,21 @@ void run(const Flags& f) {
   read_opt(tn, "augment", t.augment, f.config);
   read_opt(tn, "foreground_fraction", t.foreground_fraction, f.config);
   read_opt(tn, "checkpoint_every", t.checkpoint_every, f.config);
+  read_opt(tn, "scale_learning_rate", t.scale_learning_rate, f.config);
+  parallel::GridShape shape;
+  double fusion_mib = 25;
+  if (const YAML::Node pn = root["parallel"]) {
+    read_opt(pn, "dp", shape.data, f.config);
+    read_opt(pn, "pp", shape.pipeline, f.config);
+    read_opt(pn, "sp", shape.spatial, f.config);
+    read_opt(pn, "fusion_mib", fusion_mib, f.config);
+    read_opt(pn, "scale_learning_rate", t.scale_learning_rate, f.config);
+  }
+  if (f.dp) shape.data = *f.dp;
+  if (f.pp) shape.pipeline = *f.pp;
+  if (f.sp) shape.spatial = *f.sp;
+  if (f.fusion_mib) fusion_mib = *f.fusion_mib;
+  if (f.scale_lr) t.scale_learning_rate = true;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
   if (f.steps) t.steps = *f.steps;
   if (f.tile) t.tile = *f.tile;
@@ -132,11 +171,20 @@ void run(const Flags& f) {
   meta.model = model;
   meta.norm = io::default_normalization(*images.front());
 
+  parallel::Communicator& world = parallel::world();
+  parallel::ProcessGrid grid(world, shape);
+  if (grid.shape().pipeline != 1 || grid.shape().spatial != 1)
+    throw Error("--pp/--sp: pipeline and spatial parallel training are not available yet; use --dp only");
+  parallel::DataParallelHooks hooks(grid.data(), parallel::DataParallelOptions()
+                                                     .with_fusion_bytes(int64_t(fusion_mib * (1 << 20)))
+                                                     .with_writes_outputs(grid.is_root()));
+  const bool root_rank = grid.is_root();
+
   const int threads = configure_threads(f.threads.value_or(0));
   torch::manual_seed(t.seed);
   UNet net(model);
-  std::filesystem::create_directories(t.run_dir);
-  {
+  if (root_rank) {
+    std::filesystem::create_directories(t.run_dir);
     std::ofstream resolved(std::filesystem::path(t.run_dir) / "config.yaml");
     YAML::Node out = root;
     out["run_dir"] = t.run_dir;
@@ -145,13 +193,34 @@ void run(const Flags& f) {
     out["train"]["steps"] = t.steps;
     out["train"]["learning_rate"] = t.learning_rate;
     out["train"]["seed"] = t.seed;
+    out["train"]["scale_learning_rate"] = t.scale_learning_rate;
+    out["parallel"]["dp"] = grid.shape().data;
+    out["parallel"]["pp"] = grid.shape().pipeline;
+    out["parallel"]["sp"] = grid.shape().spatial;
+    out["parallel"]["fusion_mib"] = fusion_mib;
     resolved << out << '\n';
   }
-  std::fprintf(stderr, "train: %d-D U-Net L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads\n",
-               model.dims, model.levels, model.base_filters, (long long)unet_parameter_count(model),
-               (long long)unet_halo(model), (long long)t.tile, (long long)unet_remainder(model),
-               (long long)(t.tile + unet_remainder(model) + 2 * unet_halo(model)), threads);
-  const TrainReport r = train(net, pairs, t, meta);
+  if (root_rank)
+    std::fprintf(stderr, "train: %d-D U-Net L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads, %s, global batch %lld\n",
+                 model.dims, model.levels, model.base_filters, (long long)unet_parameter_count(model),
+                 (long long)unet_halo(model), (long long)t.tile, (long long)unet_remainder(model),
+                 (long long)(t.tile + unet_remainder(model) + 2 * unet_halo(model)), threads,
+                 grid.describe().c_str(), (long long)t.batch * grid.shape().data);
+  parallel::DeviceMonitorOptions mo;
+  mo.run_dir = t.run_dir;
+  mo.rank = world.rank();
+  mo.device = parallel::select_device(parallel::launch_info(), torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0);
+  parallel::DeviceMonitor monitor(mo);
+  monitor.set_phase("train");
+  hooks.set_step_callback([&](int64_t step, double) {
+    monitor.set_step(step);
+    monitor.set_tiles_done(step * t.batch);
+  });
+  const TrainReport r = train(net, pairs, t, meta, &hooks);
+  monitor.set_phase("done");
+  monitor.sample_now();
+  print_telemetry_summary(world, monitor);
+  if (!root_rank) return;
   std::printf("trained %lld steps in %.1f s (%.1f tiles/s), final loss %.4f\ncheckpoint: %s\n", (long long)r.steps,
               r.seconds, r.tiles_per_second, r.final_loss, r.checkpoint.c_str());
 }
@@ -166,10 +235,15 @@ void register_train(CLI::App& app) {
   cmd->add_option("--run-dir", f.run_dir, "Where metrics.jsonl, config.yaml and checkpoints/ go");
   cmd->add_option("--steps", f.steps, "Optimiser steps");
   cmd->add_option("--tile", f.tile, "Training tile inset side (multiple of 2^(L-1))");
-  cmd->add_option("--batch", f.batch, "Tiles per step");
+  cmd->add_option("--batch", f.batch, "Tiles per step and data-parallel replica");
   cmd->add_option("--lr", f.lr, "Learning rate (Adam)");
   cmd->add_option("--seed", f.seed, "Seed for initialisation, tiles and augmentation");
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
+  cmd->add_option("--dp", f.dp, "Data-parallel replicas (default: ranks / (pp x sp))");
+  cmd->add_option("--pp", f.pp, "Pipeline stages (1 until pipeline parallelism arrives)");
+  cmd->add_option("--sp", f.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
+  cmd->add_option("--fusion-mib", f.fusion_mib, "Gradient allreduce bucket bound in MiB (default 25)");
+  cmd->add_flag("--scale-lr", f.scale_lr, "Multiply the learning rate by the replicas (default off: exact equivalence)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });
 }

@@ -11,6 +11,8 @@ void register_train(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_bench(CLI::App& app);
+/// `bench allreduce`, attached to the `bench` subcommand by register_bench.
+void register_bench_allreduce(CLI::App& bench);
 
 /// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
 std::string build_summary();

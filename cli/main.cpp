@@ -5,17 +5,13 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/communicator.hpp"
+#include "tessera/parallel/runtime.hpp"
 
 namespace tessera::cli {
 
 std::string build_summary() {
-  std::string s = "tessera " TESSERA_VERSION " | backends: cpu";
-#if TESSERA_HAVE_CUDA
-  s += " cuda";
-#endif
-#if TESSERA_HAVE_NCCL
-  s += " nccl";
-#endif
+  std::string s = "tessera " TESSERA_VERSION " | backends: cpu " + parallel::compiled_backends();
   s += " | libtorch " TORCH_VERSION;
   return s;
 }
@@ -39,14 +35,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const tessera::Error& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
-    return 1;
+    // One line naming the rank; under MPI the whole job ends so no rank waits for this one.
+    tessera::parallel::abort_job(e.what());
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what_without_backtrace());
-    return 1;
+    tessera::parallel::abort_job(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tessera: error: %s\n", e.what());
-    return 1;
+    tessera::parallel::abort_job(e.what());
   }
   return 0;
 }

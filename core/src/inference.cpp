@@ -17,11 +17,11 @@ struct Batch {
   std::vector<torch::Tensor> valid;  // per tile, (input spatial...)
 };
 
-Batch read_batch(const ImageSource& source, const Normalization& norm, const TileGrid& grid, int64_t first,
-                 int64_t count) {
+Batch read_batch(const ImageSource& source, const Normalization& norm, const TileGrid& grid,
+                 const std::vector<int64_t>& indices) {
   Batch b;
   std::vector<torch::Tensor> inputs;
-  for (int64_t i = first; i < first + count; ++i) {
+  for (int64_t i : indices) {
     b.tiles.push_back(grid.tile(i));
     Window w = read_window(source, b.tiles.back().input, norm);
     inputs.push_back(w.values);
@@ -63,7 +63,7 @@ TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t t
 }
 
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
-                              const InferenceOptions& options, const TileCallback& fn) {
+                              const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue) {
   const UNetOptions& model = net->options();
   options.validate(model);
   if (source.info().channels != model.in_channels)
@@ -76,17 +76,27 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
   const auto start = std::chrono::steady_clock::now();
   ProgressBar bar("infer", grid.size(), "tiles", options.progress);
 
-  auto fetch = [&](int64_t first) {
-    const int64_t n = std::min<int64_t>(options.batch, grid.size() - first);
-    return read_batch(source, norm, grid, first, n);
+  // Tile indices are taken on this thread; only the reading runs ahead on the worker.
+  int64_t sequential = 0;
+  auto take = [&] {
+    std::vector<int64_t> indices;
+    while (static_cast<int64_t>(indices.size()) < options.batch) {
+      const int64_t i = queue ? queue() : (sequential < grid.size() ? sequential++ : -1);
+      if (i < 0) break;
+      TESSERA_CHECK(i < grid.size());
+      indices.push_back(i);
+    }
+    return indices;
   };
+  auto fetch = [&](std::vector<int64_t> indices) { return read_batch(source, norm, grid, indices); };
+  std::vector<int64_t> indices = take();
   std::future<Batch> next;
-  if (options.prefetch) next = std::async(std::launch::async, fetch, 0);
+  if (options.prefetch && !indices.empty()) next = std::async(std::launch::async, fetch, indices);
   int64_t done = 0;
-  for (int64_t first = 0; first < grid.size(); first += options.batch) {
-    Batch batch = options.prefetch ? next.get() : fetch(first);
-    const int64_t following = first + options.batch;
-    if (options.prefetch && following < grid.size()) next = std::async(std::launch::async, fetch, following);
+  while (!indices.empty()) {
+    Batch batch = options.prefetch ? next.get() : fetch(indices);
+    indices = take();
+    if (options.prefetch && !indices.empty()) next = std::async(std::launch::async, fetch, indices);
     torch::Tensor logits = net->forward(batch.input);
     for (size_t k = 0; k < batch.tiles.size(); ++k) {
       const Tile& t = batch.tiles[k];
@@ -101,7 +111,7 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
   bar.finish();
 
   InferenceReport report;
-  report.tiles = grid.size();
+  report.tiles = done;
   report.pixels = 1;
   for (int64_t n : source.info().extent) report.pixels *= n;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -33,9 +33,13 @@ class TileSampler {
     if (o.foreground_fraction > 0) index_foreground();
   }
 
+  /// The tiles of this replica's slice of the next global batch. Every replica draws the
+  /// whole global batch (same random stream) and reads only the windows of its slice.
   Sample next() {
     std::vector<torch::Tensor> inputs, targets;
-    for (int b = 0; b < options_.batch; ++b) {
+    const int global = options_.batch * replicas_;
+    const int first = options_.batch * replica_;
+    for (int b = 0; b < global; ++b) {
       // Class-balanced draw: centre the tile on a labelled voxel of a random foreground class.
       const Foreground* centre = nullptr;
       if (!foreground_.empty() && std::bernoulli_distribution(options_.foreground_fraction)(rng_)) {
@@ -59,6 +63,10 @@ class TileSampler {
         out.origin[a] = centre ? std::clamp(centre->at[a] - side_ / 2, lo, hi)
                                : std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
       }
+      std::vector<bool> flips(d, false);
+      if (options_.augment)
+        for (int a = 0; a < d; ++a) flips[a] = std::bernoulli_distribution(0.5)(rng_);
+      if (b < first || b >= first + options_.batch) continue;  // another replica's tile
       Box in = out;
       for (int a = 0; a < d; ++a) {
         in.origin[a] -= halo_;
@@ -78,12 +86,10 @@ class TileSampler {
         for (int a = 0; a < d; ++a) valid = valid.narrow(a, halo_, side_);
       target.masked_fill_(valid.logical_not(), options_.loss.ignore_index);
       torch::Tensor x = w.values;
-      if (options_.augment) {
-        for (int a = 0; a < d; ++a) {
-          if (std::bernoulli_distribution(0.5)(rng_)) {
-            x = x.flip({a + 1});
-            target = target.flip({a});
-          }
+      for (int a = 0; a < d; ++a) {
+        if (flips[a]) {
+          x = x.flip({a + 1});
+          target = target.flip({a});
         }
       }
       inputs.push_back(x);
@@ -92,6 +98,10 @@ class TileSampler {
     return {torch::stack(inputs), torch::stack(targets)};
   }
 
+  void set_slice(int replica, int replicas) {
+    replica_ = replica;
+    replicas_ = replicas;
+  }
   void set_normalization(Normalization n) { norm_ = std::move(n); }
 
  private:
@@ -146,7 +156,51 @@ class TileSampler {
   int64_t side_, halo_;
   std::vector<double> weights_;
   Normalization norm_;
+  int replica_ = 0, replicas_ = 1;
 };
+
+struct StepLoss {
+  torch::Tensor for_backward;  // this replica's share of the global-batch loss (has a graph)
+  double value = 0;            // the global-batch loss
+  double labelled = 0;         // labelled pixels in the global batch
+};
+
+// Dice + CE of the global batch from statistics summed over replicas. Each replica's own
+// statistics keep their graph, the others' enter as constants, so backward gives this
+// replica's share of the global gradient (TrainHooks contract). With one replica this is
+// exactly dice_ce_loss.
+StepLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
+                           TrainHooks& hooks) {
+  const int64_t classes = logits.size(1);
+  auto valid = (target != o.ignore_index);
+  auto ce_sum = torch::nn::functional::cross_entropy(
+      logits, target,
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(o.ignore_index).reduction(torch::kSum));
+  auto count = valid.sum().to(torch::kFloat).reshape({1});
+  auto safe = target.masked_fill(valid.logical_not(), 0);
+  auto mask = valid.unsqueeze(1).to(logits.dtype());
+  auto probs = torch::softmax(logits, 1) * mask;
+  auto onehot = torch::one_hot(safe, classes).movedim(-1, 1).to(logits.dtype()) * mask;
+  std::vector<int64_t> reduce{0};
+  for (int64_t d = 2; d < logits.dim(); ++d) reduce.push_back(d);
+  auto inter = (probs * onehot).sum(reduce);
+  auto denom = probs.sum(reduce) + onehot.sum(reduce);
+
+  auto local = torch::cat({ce_sum.reshape({1}), count, inter, denom}).detach().to(torch::kFloat).contiguous();
+  torch::Tensor global = local.clone();
+  hooks.sum(global);
+  auto rest = global - local;
+  StepLoss out;
+  out.labelled = global[1].item<double>();
+  if (out.labelled <= 0) return out;
+  auto ce = (ce_sum + rest[0]) / global[1];
+  auto inter_g = inter + rest.narrow(0, 2, classes);
+  auto denom_g = denom + rest.narrow(0, 2 + classes, classes);
+  auto dice = (2.0 * inter_g + o.smooth) / (denom_g + o.smooth);
+  out.for_backward = o.ce_weight * ce + o.dice_weight * (1.0 - dice.mean());
+  out.value = out.for_backward.item<double>();
+  return out;
+}
 
 }  // namespace
 
@@ -162,7 +216,14 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }
 
-TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta) {
+TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
+                  TrainHooks* hooks_in) {
+  TrainHooks one_process;
+  TrainHooks& hooks = hooks_in ? *hooks_in : one_process;
+  const bool writer = hooks.writes_outputs();
+  const int replicas = hooks.replicas();
+  const int64_t global_batch = int64_t(options.batch) * replicas;
+  const double lr = options.scale_learning_rate ? options.learning_rate * replicas : options.learning_rate;
   const UNetOptions& model = net->options();
   options.validate(model);
   if (data.empty()) throw Error("train: no image/label pairs");
@@ -175,51 +236,61 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
                   " channels but the model expects " + std::to_string(model.in_channels));
   }
   namespace fs = std::filesystem;
-  fs::create_directories(fs::path(options.run_dir) / "checkpoints");
-  std::ofstream metrics(fs::path(options.run_dir) / "metrics.jsonl", std::ios::app);
-  if (!metrics) throw Error(options.run_dir + "/metrics.jsonl: cannot open for writing");
+  std::ofstream metrics;
+  if (writer) {
+    fs::create_directories(fs::path(options.run_dir) / "checkpoints");
+    metrics.open(fs::path(options.run_dir) / "metrics.jsonl", std::ios::app);
+    if (!metrics) throw Error(options.run_dir + "/metrics.jsonl: cannot open for writing");
+  }
 
   TileSampler sampler(data, model, options);
   sampler.set_normalization(meta.norm);
+  sampler.set_slice(hooks.replica(), replicas);
+  hooks.on_start(net);
   net->train();
-  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(options.learning_rate));
+  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(lr));
   const std::string last = (fs::path(options.run_dir) / "checkpoints" / "last.pt").string();
 
-  ProgressBar bar("train", options.steps, "steps", options.progress);
+  ProgressBar bar("train", options.steps, "steps", options.progress && writer);
   const auto start = std::chrono::steady_clock::now();
   std::future<Sample> next = std::async(std::launch::async, [&] { return sampler.next(); });
   std::vector<double> losses;
   for (int64_t step = 1; step <= options.steps; ++step) {
     Sample s = next.get();
     if (step < options.steps) next = std::async(std::launch::async, [&] { return sampler.next(); });
-    const bool labelled = (s.target != options.loss.ignore_index).any().item<bool>();
+    optimizer.zero_grad();
+    auto logits = net->forward(s.input);
+    StepLoss loss = global_batch_loss(logits, s.target, options.loss, hooks);
+    const bool labelled = loss.labelled > 0;  // a batch without one labelled pixel teaches nothing
     double value = std::numeric_limits<double>::quiet_NaN();
-    if (labelled) {  // a tile without one labelled pixel teaches nothing
-      optimizer.zero_grad();
-      auto logits = net->forward(s.input);
-      auto loss = dice_ce_loss(logits, s.target, options.loss);
-      loss.backward();
-      optimizer.step();
-      value = loss.item<double>();
+    if (labelled) {
+      value = loss.value;
       if (!std::isfinite(value))
         throw Error("train: loss became " + std::to_string(value) + " at step " + std::to_string(step) +
-                    " (learning rate " + std::to_string(options.learning_rate) + " too high, or NaN in the input?)");
+                    " (learning rate " + std::to_string(lr) + " too high, or NaN in the input?)");
+      loss.for_backward.backward();
+      hooks.on_gradients(net);
+      optimizer.step();
       losses.push_back(value);
     }
+    hooks.on_step(step, value);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double tiles_per_s = double(step * options.batch) / elapsed;
+    const double tiles_per_s = double(step * global_batch) / elapsed;
     nlohmann::json j{{"step", step},
                      {"loss", labelled ? nlohmann::json(value) : nlohmann::json(nullptr)},
-                     {"lr", options.learning_rate},
+                     {"lr", lr},
+                     {"global_batch", global_batch},
                      {"tiles_per_s", tiles_per_s},
                      {"pixels_per_s", tiles_per_s * double(s.target[0].numel())},
                      {"elapsed_s", elapsed}};
-    metrics << j.dump() << '\n';
-    metrics.flush();
+    if (writer) {
+      metrics << j.dump() << '\n';
+      metrics.flush();
+    }
     char extra[64];
     std::snprintf(extra, sizeof extra, "loss %.4f", value);
     bar.update(step, extra);
-    if (step % options.checkpoint_every == 0 || step == options.steps) {
+    if (writer && (step % options.checkpoint_every == 0 || step == options.steps)) {
       meta.step = step;
       save_checkpoint(last, net, meta, &optimizer);
     }
@@ -232,7 +303,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   const size_t tail = std::max<size_t>(1, losses.size() / 10);
   for (size_t i = losses.size() - std::min(tail, losses.size()); i < losses.size(); ++i) report.final_loss += losses[i];
   report.final_loss /= double(std::min(tail, std::max<size_t>(losses.size(), 1)));
-  report.tiles_per_second = double(options.steps * options.batch) / report.seconds;
+  report.tiles_per_second = double(options.steps * global_batch) / report.seconds;
   report.checkpoint = last;
   return report;
 }

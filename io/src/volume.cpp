@@ -458,7 +458,10 @@ std::string decimal_string(double v) {
 
 std::string decimal_strings(std::initializer_list<double> values) {
   std::string out;
-  for (double v : values) out += (out.empty() ? "" : "\\") + decimal_string(v);
+  for (double v : values) {
+    if (!out.empty()) out += '\\';
+    out += decimal_string(v);
+  }
   return out;
 }
 

@@ -44,6 +44,23 @@ TEST(UNet, ValidOutputSizeEqualsTheSpecIn2dAnd3d) {
   EXPECT_EQ(y3.size(1), 3);
 }
 
+TEST(ConvNd, StrideEqualsKernelTransposedPathEqualsTorchTransposedConvolution) {
+  torch::manual_seed(2);
+  for (int dims : {2, 3}) {
+    ConvNd up(dims, 6, 5, 2, 0, 2, /*transposed=*/true);
+    std::vector<int64_t> shape{2, 6, 7, 5};
+    if (dims == 3) shape.push_back(3);
+    auto x = torch::randn(shape, torch::requires_grad());
+    auto params = up->named_parameters();
+    const auto& w = params["weight"];
+    auto b = params["bias"];
+    torch::NoGradGuard ng;
+    b.uniform_(-1, 1);  // a zero bias would hide a misplaced bias
+    auto want = dims == 2 ? torch::conv_transpose2d(x, w, b, 2) : torch::conv_transpose3d(x, w, b, 2);
+    EXPECT_LE((up->forward(x) - want).abs().max().item<float>(), 1e-5) << dims << "-D";
+  }
+}
+
 TEST(UNet, SamePaddingAndUpsampleDecoderKeepTheInputSize) {
   auto o = unet_preset("unet-tiny").with_base_filters(4).with_padding(Padding::kSame).with_decoder(Decoder::kUpsample);
   UNet net(o);

@@ -42,8 +42,13 @@ TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t t
 /// Calls `fn(tile, logits, valid)` for every tile, logits (classes, inset...) float and
 /// valid (inset...) bool. The network runs in inference mode.
 using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const torch::Tensor&)>;
+/// Which tiles to run: each call returns the next tile index, or -1 when there is no more
+/// work. Always called on the thread that called for_each_tile (so it may talk to MPI);
+/// sample-parallel inference hands out tiles through it. Empty: every tile, in order.
+using TileQueue = std::function<int64_t()>;
+/// `report.tiles` counts the tiles this call ran.
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
-                              const InferenceOptions& options, const TileCallback& fn);
+                              const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue = {});
 
 /// Argmax labels of every tile written to `sink` (nodata → kNoDataLabel); does not commit.
 InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normalization& norm,

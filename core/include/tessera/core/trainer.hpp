@@ -10,15 +10,19 @@
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/image_source.hpp"
 #include "tessera/core/losses.hpp"
+#include "tessera/core/train_hooks.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
 
 struct TrainOptions {
   int64_t tile = 64;             ///< output inset side S of a training tile
-  int batch = 4;                 ///< tiles per step
+  int batch = 4;                 ///< tiles per step and replica (global batch = batch × replicas)
   int64_t steps = 300;           ///< optimiser steps
   double learning_rate = 1e-3;   ///< Adam
+  /// Multiply the learning rate by the number of data-parallel replicas (linear scaling
+  /// with the global batch). Off by default, so P ranks × batch b equal 1 rank × batch P·b.
+  bool scale_learning_rate = false;
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
@@ -46,7 +50,10 @@ struct TrainReport {
 };
 
 /// Trains `net` in place. `meta` supplies the description stored with each checkpoint
-/// (model, normalisation, class names); its step is filled in.
-TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta);
+/// (model, normalisation, class names); its step is filled in. `hooks` (optional, not owned)
+/// make this process one replica of a data-parallel run (train_hooks.hpp); without them it
+/// trains alone. Only the replica whose hooks say writes_outputs() writes metrics and checkpoints.
+TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
+                  TrainHooks* hooks = nullptr);
 
 }  // namespace tessera

@@ -1,0 +1,39 @@
+#pragma once
+// The seam between the one-process trainer (core/) and the parallel modes (parallel/).
+// core never sees a communicator: the trainer calls these hooks at fixed points and
+// parallel/ implements them (DataParallelHooks). The defaults are one process.
+//
+// Contract for exact data parallelism. Every replica draws the same global batch of
+// `replicas() · batch` tiles from the same random stream and reads only its slice
+// [replica() · batch, (replica() + 1) · batch). The loss of the global batch is a function of
+// per-sample sums (cross-entropy sum, valid-pixel count, Dice intersections and
+// denominators); the trainer sums those statistics across replicas with `sum()`, so each
+// replica's backward yields its share of the global-batch gradient, and `on_gradients()`
+// must SUM the shares (equivalently: average P × share). Then P replicas with batch b take
+// the same optimiser steps as one process with batch P · b, up to float rounding.
+// All hooks are called on the training thread only, in the same order on every replica.
+#include <torch/types.h>
+
+#include "tessera/core/unet.hpp"
+
+namespace tessera {
+
+class TrainHooks {
+ public:
+  virtual ~TrainHooks() = default;
+  /// This replica's slice of the global batch, in [0, replicas()).
+  virtual int replica() const { return 0; }
+  virtual int replicas() const { return 1; }
+  /// Whether this process writes metrics.jsonl and checkpoints (exactly one replica does).
+  virtual bool writes_outputs() const { return true; }
+  /// Before the first step: make every replica's parameters and buffers equal (broadcast).
+  virtual void on_start(UNet& /*net*/) {}
+  /// In place: element-wise sum of a CPU float tensor over replicas (loss statistics, metrics).
+  virtual void sum(torch::Tensor& /*t*/) {}
+  /// After backward, before the optimiser step: sum every parameter's gradient over replicas.
+  virtual void on_gradients(UNet& /*net*/) {}
+  /// After each step (progress, telemetry); `loss` is the global-batch loss or NaN.
+  virtual void on_step(int64_t /*step*/, double /*loss*/) {}
+};
+
+}  // namespace tessera

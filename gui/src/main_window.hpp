@@ -1,0 +1,108 @@
+#pragma once
+// tessera-view's main window: a raster view or three linked volume views in the centre,
+// an overlay/legend dock and a devices dock, the cursor readout and messages in the status
+// bar. File menu and drag and drop open images, label maps and run directories; every read
+// happens in worker threads, errors arrive as messages, never as crashes.
+#include <thread>
+
+#include <QMainWindow>
+
+#include <optional>
+
+#include "color_table.hpp"
+#include "devices_panel.hpp"
+#include "legend_panel.hpp"
+#include "raster_view.hpp"
+#include "volume_viewer.hpp"
+
+class QDockWidget;
+class QLabel;
+class QProgressBar;
+class QStackedWidget;
+
+namespace tessera::gui {
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  /// Opens a raster or volume (by path; a folder is a DICOM series) with optional labels.
+  void openImage(const QString& path, const QString& labels = {});
+  void openLabels(const QString& labels);
+  /// Shows these 1-based bands (1: grey, 3: RGB) of the current raster; reopens it.
+  void setBands(const std::vector<int>& bands);
+  /// Shows the run's telemetry and, unless an image is already open, its output over its
+  /// input: the stitched RUN/labels.tif, or live the finished RUN/tiles/*.tif (reloaded as
+  /// tiles arrive, unfinished areas greyed) until the stitched output exists.
+  void openRun(const QString& dir);
+  /// True while showing a run's tiles as they arrive.
+  bool showingLiveTiles() const { return live_; }
+  /// Re-reads the run's outputs now (the file watcher does this on changes).
+  void reloadRun();
+  /// Saves the current view (with overlay) as PNG; false with a message on failure.
+  bool exportView(const QString& png);
+  /// Label names and colours from an ITK-SNAP or 3D Slicer colour table; message on error.
+  bool loadLabelTable(const QString& path);
+  void setDevicesHeight(int pixels);
+  void buildOverviews();
+
+  RasterView* rasterView() const { return raster_; }
+  VolumeViewer* volumeViewer() const { return volume_; }
+  LegendPanel* legend() const { return legend_; }
+  DevicesPanel* devices() const { return devices_; }
+  bool showingVolume() const;
+  QString lastMessage() const { return last_message_; }
+  QString readoutText() const;
+  /// True when the current view is fully loaded (all visible tiles drawn).
+  bool viewReady() const;
+  /// True while an open, a load or an overview build is running.
+  bool isBusy() const;
+
+ signals:
+  void ready();
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent*) override;
+  void dropEvent(QDropEvent*) override;
+
+ private:
+  void showMessage(const QString& text);
+  void setBusy(bool busy);
+  void setLiveStyle(bool live);
+  const std::array<std::string, 256>& classNames() const { return names_; }
+  /// Names from the label file, overridden by a loaded colour table; pushed to the views.
+  void refreshNames();
+
+  QStackedWidget* stack_;
+  RasterView* raster_;
+  VolumeViewer* volume_;
+  LegendPanel* legend_;
+  DevicesPanel* devices_;
+  QLabel* message_;
+  QLabel* readout_;
+  QProgressBar* progress_;
+  QString image_path_, labels_path_;
+  std::vector<int> bands_;
+  QString last_message_;
+  bool volume_ready_ = false;
+  bool busy_ = false;
+  std::array<std::string, 256> names_;
+  std::optional<LabelTable> table_;
+  QDockWidget* devices_dock_ = nullptr;
+  // Run directory shown live.
+  QString run_dir_;
+  bool live_ = false;
+  QString mosaic_, previous_mosaic_;
+  QString run_status_;
+  std::vector<std::string> run_class_names_;  // from the run's config.yaml  // "N tile(s) finished", appended to the open message while live
+  class QFileSystemWatcher* run_watcher_ = nullptr;
+  class QTimer* run_reload_ = nullptr;
+  std::thread mosaic_job_;
+  int mosaic_generation_ = 0;
+  std::thread overview_job_;
+};
+
+}  // namespace tessera::gui

@@ -1,0 +1,83 @@
+#pragma once
+// Windowed reads of a GDAL raster at a zoom level, for the viewer's tiles.
+//
+// Why GDAL directly here and not tessera::io::RasterReader: RasterReader reads full
+// resolution windows (and whole-image previews); a zoomed-out tile of a 16384² scene needs a
+// window read at reduced resolution from the file's overviews, which only GDAL's
+// RasterIO-with-buffer-size gives. GDAL types stay in raster_pyramid.cpp.
+//
+// Level k is the full-resolution grid downsampled by 2^k: level size ceil(W / 2^k) ×
+// ceil(H / 2^k). Pixel coordinates are (x = column, y = row), origin top-left.
+// Thread safety: one RasterPyramid per thread (GDAL datasets are not shared).
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::gui {
+
+struct RasterMeta {
+  std::string path;
+  int width = 0, height = 0, bands = 0;
+  std::string data_type;
+  std::vector<std::optional<double>> nodata;  ///< per band
+  std::vector<double> geotransform;           ///< 6 GDAL terms, empty when absent
+  std::string crs_wkt;
+  int overview_count = 0;                     ///< of band 1
+  std::vector<std::string> band_names;        ///< descriptions, may be empty strings
+  std::array<std::string, 256> class_names;   ///< from CLASS_<id> metadata, may be empty
+  std::optional<std::array<uint32_t, 256>> color_table;  ///< QRgb-compatible ARGB, if any
+};
+
+/// A band-major float block: `bands` planes of w × h, NaN where nodata.
+struct LevelBlock {
+  int w = 0, h = 0, bands = 0;
+  std::vector<float> data;
+};
+
+class RasterPyramid {
+ public:
+  /// Throws tessera::Error("<path>: …") when the file is missing or not a raster.
+  explicit RasterPyramid(const std::string& path);
+  ~RasterPyramid();
+  RasterPyramid(const RasterPyramid&) = delete;
+  RasterPyramid& operator=(const RasterPyramid&) = delete;
+
+  const RasterMeta& meta() const { return meta_; }
+  int level_width(int level) const;
+  int level_height(int level) const;
+  /// Number of levels until the whole image fits into one tile of `tile` pixels.
+  int level_count(int tile) const;
+
+  /// Reads the window [x0, x0+w) × [y0, y0+h) of `level` for the given 1-based bands.
+  /// `nearest` for labels, averaging otherwise. Throws tessera::Error on read failure.
+  LevelBlock read(int level, int x0, int y0, int w, int h, const std::vector<int>& bands, bool nearest) const;
+  /// Reads band 1 as bytes with nearest resampling (label rasters).
+  std::vector<uint8_t> read_labels(int level, int x0, int y0, int w, int h) const;
+  /// All band values of one full-resolution pixel.
+  std::vector<double> read_pixel(int x, int y) const;
+
+  /// Builds external overviews (factors 2, 4, … down to < 256 px), averaging, or nearest
+  /// for label rasters. Throws tessera::Error on failure.
+  static void build_overviews(const std::string& path, bool nearest);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  RasterMeta meta_;
+};
+
+/// Per-band low/high percentiles of a block (NaN ignored), for a linear stretch.
+struct Stretch {
+  std::vector<float> lo, hi;
+};
+Stretch percentile_stretch(const LevelBlock& block, double low_pct = 2.0, double high_pct = 98.0);
+
+/// Map coordinates of a pixel position (x, y may be fractional) through a geotransform.
+std::array<double, 2> pixel_to_map(const std::vector<double>& gt, double x, double y);
+/// Longitude/latitude (degrees) of map coordinates in `crs_wkt`; nullopt without a CRS.
+std::optional<std::array<double, 2>> map_to_lonlat(const std::string& crs_wkt, double mx, double my);
+
+}  // namespace tessera::gui

@@ -1,0 +1,143 @@
+#include "tessera/io/label_tiles.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <gdal.h>
+#include <gdal_utils.h>
+#include <cpl_conv.h>
+#include <cpl_error.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/io/open_image.hpp"
+#include "tessera/io/raster.hpp"
+
+namespace tessera::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_raster(const ImageInfo& like) { return like.kind != "volume"; }
+
+// The georeference of a sub-image whose first pixel is `origin` (y, x) or (z, y, x).
+Georeference shifted(const Georeference& geo, const Index& origin, bool raster) {
+  Georeference g = geo;
+  if (raster) {
+    if (g.geotransform.size() == 6) {
+      const double y = double(origin[0]), x = double(origin[1]);
+      g.geotransform[0] += x * geo.geotransform[1] + y * geo.geotransform[2];
+      g.geotransform[3] += x * geo.geotransform[4] + y * geo.geotransform[5];
+    }
+    return g;
+  }
+  if (g.origin.size() == 3 && g.spacing.size() == 3 && g.direction.size() == 9) {
+    const double idx[3] = {double(origin[2]), double(origin[1]), double(origin[0])};  // x, y, z
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c) g.origin[r] += geo.direction[3 * r + c] * geo.spacing[c] * idx[c];
+  }
+  return g;
+}
+
+bool close(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::abs(a[i] - b[i]) > 1e-6 * std::max(1.0, std::abs(b[i]))) return false;
+  return true;
+}
+
+std::string gdal_error() {
+  const char* m = CPLGetLastErrorMsg();
+  return m && *m ? m : "GDAL error";
+}
+
+void assemble_raster(const std::vector<std::string>& tiles, const std::string& output, const ImageInfo& like) {
+  init_gdal();
+  const std::string vrt = (fs::path(tiles.front()).parent_path() / "mosaic.vrt").string();
+  const std::string vrt_tmp = vrt + ".partial-" + std::to_string(::getpid());
+  std::vector<const char*> names;
+  for (const auto& t : tiles) names.push_back(t.c_str());
+  CPLErrorReset();
+  int usage = 0;
+  GDALDatasetH v = GDALBuildVRT(vrt_tmp.c_str(), int(names.size()), nullptr, names.data(), nullptr, &usage);
+  if (!v) throw Error(vrt + ": cannot build the tile mosaic: " + gdal_error());
+  if (GDALGetRasterXSize(v) != like.extent[1] || GDALGetRasterYSize(v) != like.extent[0]) {
+    GDALClose(v);
+    throw Error(vrt + ": tiles cover " + std::to_string(GDALGetRasterYSize(v)) + " x " +
+                std::to_string(GDALGetRasterXSize(v)) + ", expected " + to_string(like.extent));
+  }
+  // Same layout as LabelRasterWriter's single-process output.
+  const char* argv[] = {"-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=256", "-co", "BLOCKYSIZE=256",
+                        "-co", "COMPRESS=DEFLATE", "-co", "BIGTIFF=IF_SAFER", nullptr};
+  GDALTranslateOptions* options = GDALTranslateOptionsNew(const_cast<char**>(argv), nullptr);
+  const std::string tmp = output + ".partial-" + std::to_string(::getpid());
+  GDALDatasetH out = GDALTranslate(tmp.c_str(), v, options, &usage);
+  GDALTranslateOptionsFree(options);
+  GDALClose(v);
+  if (!out) {
+    VSIUnlink(tmp.c_str());
+    throw Error(output + ": cannot write the mosaic: " + gdal_error());
+  }
+  GDALClose(out);
+  std::error_code ec;
+  fs::rename(vrt_tmp, vrt, ec);
+  fs::rename(tmp, output, ec);
+  if (ec) throw Error(output + ": cannot move the finished mosaic into place: " + ec.message());
+}
+
+}  // namespace
+
+std::string label_tile_path(const std::string& dir, const ImageInfo& like, int64_t index) {
+  char name[64];
+  std::snprintf(name, sizeof name, "tile-%07lld%s", static_cast<long long>(index), is_raster(like) ? ".tif" : ".nrrd");
+  return (fs::path(dir) / name).string();
+}
+
+void write_label_tile(const std::string& path, const ImageInfo& like, const Box& inset, const Block<uint8_t>& labels) {
+  ImageInfo sub = like;
+  sub.extent = inset.size;
+  sub.geo = shifted(like.geo, inset.origin, is_raster(like));
+  auto sink = create_label_sink(path, sub);
+  sink->write(Box{Index(inset.dims(), 0), inset.size}, labels);
+  sink->commit();
+}
+
+bool label_tile_valid(const std::string& path, const ImageInfo& like, const Box& inset) {
+  if (!fs::is_regular_file(path)) return false;
+  try {
+    auto tile = open_image(path);
+    const ImageInfo& info = tile->info();
+    if (info.extent != inset.size || info.channels != 1) return false;
+    const Georeference expect = shifted(like.geo, inset.origin, is_raster(like));
+    if (is_raster(like) ? !close(info.geo.geotransform, expect.geotransform) : !close(info.geo.origin, expect.origin))
+      return false;
+    tile->read(Box{Index(inset.dims(), 0), inset.size});  // every block decodes
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+void assemble_label_tiles(const std::vector<std::string>& tiles, const std::vector<Box>& insets,
+                          const std::string& output, const ImageInfo& like) {
+  TESSERA_CHECK(tiles.size() == insets.size());
+  if (tiles.empty()) throw Error(output + ": no tiles to assemble");
+  if (is_raster(like) && like.geo.geotransform.size() == 6) {
+    assemble_raster(tiles, output, like);
+    return;
+  }
+  // Volumes, and rasters without a geotransform (a VRT needs one to place its sources): paste.
+  auto sink = create_label_sink(output, like);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    auto tile = open_image(tiles[i]);
+    const Block<float> values = tile->read(Box{Index(insets[i].dims(), 0), insets[i].size});
+    Block<uint8_t> labels(values.shape);
+    for (size_t k = 0; k < values.data.size(); ++k) labels.data[k] = std::isnan(values.data[k]) ? kNoDataLabel : static_cast<uint8_t>(values.data[k]);
+    sink->write(insets[i], labels);
+  }
+  sink->commit();
+}
+
+}  // namespace tessera::io

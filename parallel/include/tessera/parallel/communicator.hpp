@@ -1,0 +1,74 @@
+#pragma once
+// One interface for the collectives the parallel modes need, over a fixed group of ranks.
+// Backends: MPI (CPU tensors; always built), NCCL (CUDA tensors; built when CUDA and NCCL
+// are found), and a one-rank group for runs without a launcher. No backend type (MPI_Comm,
+// ncclComm_t) appears here.
+//
+// Tensors: contiguous, on the backend's device (CPU for MPI), any layout; operations are
+// in place unless they return a tensor. Reductions support float, double, int32 and int64
+// (kAverage: floating types only). Every call is collective over the group (send/recv are
+// point to point) and must be made in the same order on every rank. Every blocking call has
+// a deadline (TESSERA_COLLECTIVE_TIMEOUT seconds, default 300): past it the call throws
+// tessera::Error naming the rank and the operation, and the caller aborts the job.
+// Not thread safe: one thread per communicator.
+#include <memory>
+#include <string>
+
+#include <torch/types.h>
+
+namespace tessera::parallel {
+
+enum class ReduceOp { kSum, kAverage, kMax, kMin };
+
+/// A counter every rank of a group can fetch-and-increment without the others taking part
+/// (MPI: one-sided MPI_Fetch_and_op on a window at rank 0). Hands out work dynamically:
+/// a rank that finishes early takes more. Starts at 0. Call from one thread per rank.
+class SharedCounter {
+ public:
+  virtual ~SharedCounter() = default;
+  /// Returns the value before adding `n`.
+  virtual int64_t fetch_add(int64_t n = 1) = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "mpi", "nccl" or "self".
+  virtual std::string backend() const = 0;
+
+  /// Every rank's `t` becomes root's `t` (same shape and dtype on every rank).
+  virtual void broadcast(torch::Tensor& t, int root) = 0;
+  /// Every rank's `t` becomes the element-wise reduction over ranks.
+  virtual void allreduce(torch::Tensor& t, ReduceOp op) = 0;
+  /// Returns (size(), t.shape...) with rank r's `t` at index r; same shape on every rank.
+  virtual torch::Tensor allgather(const torch::Tensor& t) = 0;
+  /// `t` has size() × n elements along dim 0; returns this rank's n-slice of the reduction.
+  virtual torch::Tensor reduce_scatter(const torch::Tensor& t, ReduceOp op) = 0;
+  virtual void send(const torch::Tensor& t, int destination, int tag = 0) = 0;
+  /// Receives into `t`, which has the sender's shape and dtype.
+  virtual void recv(torch::Tensor& t, int source, int tag = 0) = 0;
+  virtual void barrier() = 0;
+  /// Collective: ranks with the same `color` form a new group, ordered by `key`.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  /// Collective: a new SharedCounter over this group (free it collectively, on every rank).
+  virtual std::unique_ptr<SharedCounter> make_counter() = 0;
+};
+
+/// A group of one rank: every collective is the identity (point to point throws).
+std::unique_ptr<Communicator> make_self_communicator();
+
+/// NCCL over the ranks of `bootstrap` (any backend, normally MPI), on CUDA device `device`;
+/// the NCCL unique id travels by bootstrap.broadcast. Throws tessera::Error when this build
+/// has no NCCL (see compiled_backends()).
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device);
+
+/// The communication backends compiled in, e.g. "mpi nccl cuda".
+std::string compiled_backends();
+
+}  // namespace tessera::parallel

@@ -1,0 +1,75 @@
+// Telemetry under mpirun: every rank leaves RUN/telemetry/rank-N.jsonl with the documented
+// schema; without NVML the device is the CPU with this process's RSS and host CPU load.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/parallel/device_monitor.hpp"
+#include "tessera/parallel/runtime.hpp"
+
+namespace tessera::parallel {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
+  Communicator& w = world();
+  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
+  w.broadcast(pid, 0);
+  const std::string run = (fs::temp_directory_path() / ("tessera-tm-" + std::to_string(pid.item<int64_t>()))).string();
+  {
+    DeviceMonitorOptions o;
+    o.run_dir = run;
+    o.rank = w.rank();
+    o.period = std::chrono::milliseconds(50);
+    DeviceMonitor monitor(o);
+    monitor.set_phase("train");
+    for (int step = 1; step <= 4; ++step) {
+      monitor.set_step(step);
+      monitor.set_tiles_done(step * 2);
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    }
+    const DeviceSummary s = monitor.summary();
+    EXPECT_GE(s.samples, 3);
+    EXPECT_GT(s.peak_mem_used_bytes, 1 << 20);
+    EXPECT_EQ(s.device, "cpu");
+  }
+  w.barrier();
+  if (w.rank() == 0) {
+    for (int r = 0; r < w.size(); ++r) {
+      const fs::path file = fs::path(run) / "telemetry" / ("rank-" + std::to_string(r) + ".jsonl");
+      ASSERT_TRUE(fs::exists(file)) << file;
+      std::ifstream in(file);
+      std::string line;
+      int lines = 0;
+      int64_t last_step = 0;
+      while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line);
+        for (const char* key : {"time", "rank", "host", "device", "mem_used_bytes", "mem_total_bytes", "util_pct",
+                                "phase", "step", "tiles_done"})
+          EXPECT_TRUE(j.contains(key)) << key << " missing in " << file;
+        EXPECT_EQ(j["rank"].get<int>(), r);
+        EXPECT_GT(j["time"].get<double>(), 1.6e9);
+        EXPECT_LE(j["mem_used_bytes"].get<int64_t>(), j["mem_total_bytes"].get<int64_t>());
+        EXPECT_GE(j["util_pct"].get<double>(), 0.0);
+        EXPECT_LE(j["util_pct"].get<double>(), 100.0);
+        EXPECT_GE(j["step"].get<int64_t>(), last_step);
+        last_step = j["step"].get<int64_t>();
+        ++lines;
+      }
+      EXPECT_GE(lines, 3) << file;
+      EXPECT_EQ(last_step, 4);
+    }
+    fs::remove_all(run);
+  }
+  w.barrier();
+}
+
+}  // namespace
+}  // namespace tessera::parallel

@@ -1,0 +1,22 @@
+// GoogleTest under mpirun: every rank runs every test; only rank 0 prints. A failing rank
+// makes mpirun exit non-zero. Tests must make the same collective calls on every rank.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include "tessera/parallel/runtime.hpp"
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto& world = tessera::parallel::world(/*force_mpi=*/true);
+  at::set_num_threads(1);  // ranks share this machine's cores
+  if (world.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  const int failed = RUN_ALL_TESTS();
+  // A rank whose test failed reports it; the job fails if any rank failed.
+  torch::Tensor any = torch::tensor({failed ? 1 : 0}, torch::kInt);
+  world.allreduce(any, tessera::parallel::ReduceOp::kMax);
+  return any.item<int>() ? 1 : 0;
+}
