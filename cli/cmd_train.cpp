@@ -41,6 +41,7 @@ struct Flags {
   std::optional<uint64_t> seed;
   std::optional<int> dp, pp, sp;
   std::optional<double> fusion_mib;
+  std::optional<int64_t> warmup;
   bool scale_lr = false;
   bool no_progress = false;
 };
@@ -113,6 +114,7 @@ void run(const Flags& f) {
   read_opt(tn, "foreground_fraction", t.foreground_fraction, f.config);
   read_opt(tn, "checkpoint_every", t.checkpoint_every, f.config);
   read_opt(tn, "scale_learning_rate", t.scale_learning_rate, f.config);
+  read_opt(tn, "warmup_steps", t.warmup_steps, f.config);
   parallel::GridShape shape;
   double fusion_mib = 25;
   if (const YAML::Node pn = root["parallel"]) {
@@ -127,6 +129,7 @@ void run(const Flags& f) {
   if (f.sp) shape.spatial = *f.sp;
   if (f.fusion_mib) fusion_mib = *f.fusion_mib;
   if (f.scale_lr) t.scale_learning_rate = true;
+  if (f.warmup) t.warmup_steps = *f.warmup;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
   if (f.steps) t.steps = *f.steps;
   if (f.tile) t.tile = *f.tile;
@@ -194,6 +197,7 @@ void run(const Flags& f) {
     out["train"]["learning_rate"] = t.learning_rate;
     out["train"]["seed"] = t.seed;
     out["train"]["scale_learning_rate"] = t.scale_learning_rate;
+    out["train"]["warmup_steps"] = t.warmup_steps;
     out["parallel"]["dp"] = grid.shape().data;
     out["parallel"]["pp"] = grid.shape().pipeline;
     out["parallel"]["sp"] = grid.shape().spatial;
@@ -244,6 +248,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--sp", f.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
   cmd->add_option("--fusion-mib", f.fusion_mib, "Gradient allreduce bucket bound in MiB (default 25)");
   cmd->add_flag("--scale-lr", f.scale_lr, "Multiply the learning rate by the replicas (default off: exact equivalence)");
+  cmd->add_option("--warmup-steps", f.warmup, "Linear learning-rate warm-up over this many steps (default 0)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });
 }

@@ -212,6 +212,7 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (steps < 1) throw Error("train.steps: must be >= 1");
   if (!(learning_rate > 0)) throw Error("train.learning_rate: must be > 0");
   if (checkpoint_every < 1) throw Error("train.checkpoint_every: must be >= 1");
+  if (warmup_steps < 0) throw Error("train.warmup_steps: must be >= 0");
   if (foreground_fraction < 0 || foreground_fraction > 1) throw Error("train.foreground_fraction: must be in [0, 1]");
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }
@@ -258,6 +259,8 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   for (int64_t step = 1; step <= options.steps; ++step) {
     Sample s = next.get();
     if (step < options.steps) next = std::async(std::launch::async, [&] { return sampler.next(); });
+    const double step_lr = options.warmup_steps > 0 ? lr * std::min(1.0, double(step) / double(options.warmup_steps)) : lr;
+    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(step_lr);
     optimizer.zero_grad();
     auto logits = net->forward(s.input);
     StepLoss loss = global_batch_loss(logits, s.target, options.loss, hooks);
@@ -278,7 +281,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
     const double tiles_per_s = double(step * global_batch) / elapsed;
     nlohmann::json j{{"step", step},
                      {"loss", labelled ? nlohmann::json(value) : nlohmann::json(nullptr)},
-                     {"lr", lr},
+                     {"lr", step_lr},
                      {"global_batch", global_batch},
                      {"tiles_per_s", tiles_per_s},
                      {"pixels_per_s", tiles_per_s * double(s.target[0].numel())},

@@ -52,7 +52,14 @@ TEST_P(RasterWindow, MatchesGdalAndCarriesGeoreference) {
     std::vector<float> ref(h * w);
     ASSERT_EQ(GDALRasterIO(GDALGetRasterBand(ds, c + 1), GF_Read, x0, y0, w, h, ref.data(), w, h, GDT_Float32, 0, 0),
               CE_None);
-    for (int i = 0; i < h * w; ++i) ASSERT_EQ(b.data[c * h * w + i], ref[i]);
+    std::vector<uint8_t> mask(h * w);
+    ASSERT_EQ(GDALRasterIO(GDALGetMaskBand(GDALGetRasterBand(ds, c + 1)), GF_Read, x0, y0, w, h, mask.data(), w, h,
+                           GDT_Byte, 0, 0),
+              CE_None);
+    for (int i = 0; i < h * w; ++i) {
+      if (mask[i] == 0) ASSERT_TRUE(std::isnan(b.data[c * h * w + i])) << "nodata pixel " << i << " not NaN";
+      else ASSERT_EQ(b.data[c * h * w + i], ref[i]);
+    }
   }
   GDALClose(ds);
 }
@@ -93,6 +100,7 @@ TEST(RasterReader, NanAndNodataBecomeNan) {
 
 TEST(RasterReader, AlphaBandIsAMaskNotAChannel) {
   REQUIRE_SHARED("alpha.tif");
+  init_gdal();
   GDALDatasetH ds = GDALOpen(shared("alpha.tif").c_str(), GA_ReadOnly);
   ASSERT_NE(ds, nullptr);
   const int bands = GDALGetRasterCount(ds);

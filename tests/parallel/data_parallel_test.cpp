@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "../core/memory_image.hpp"
 #include "tessera/core/trainer.hpp"
@@ -83,8 +86,14 @@ void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::stri
   Communicator& w = world();
   const int b = 2;
   // The reference: this rank alone with the global batch P·b.
-  const torch::Tensor single = train_once(b * w.size(), nullptr, temp_dir(name + "-ref-" + std::to_string(w.rank())), augment);
-  const std::string run = temp_dir(name + "-dp");
+  const std::string reference = temp_dir(name + "-ref-" + std::to_string(w.rank()));
+  const torch::Tensor single = train_once(b * w.size(), nullptr, reference, augment);
+  fs::remove_all(reference);
+  // One run directory for the job (rank 0's pid); only rank 0 writes into it.
+  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
+  w.broadcast(pid, 0);
+  const std::string run =
+      (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-" + name + "-dp")).string();
   DataParallelHooks hooks(w, DataParallelOptions().with_fusion_bytes(fusion_bytes).with_writes_outputs(w.rank() == 0));
   const torch::Tensor parallel = train_once(b, &hooks, run, augment);
 
@@ -97,8 +106,15 @@ void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::stri
   // Every replica ends with bit-identical parameters.
   torch::Tensor all = w.allgather(parallel);
   for (int r = 1; r < w.size(); ++r) EXPECT_TRUE(torch::equal(all[r], all[0])) << "rank " << r;
-  // Only rank 0 wrote metrics and the checkpoint.
-  EXPECT_EQ(fs::exists(fs::path(run) / "metrics.jsonl"), w.rank() == 0);
+  // Only rank 0 wrote: one line per step (5), not one per rank and step.
+  w.barrier();
+  if (w.rank() == 0) {
+    std::ifstream metrics(fs::path(run) / "metrics.jsonl");
+    int lines = 0;
+    for (std::string line; std::getline(metrics, line);) ++lines;
+    EXPECT_EQ(lines, 5);
+    EXPECT_TRUE(fs::exists(fs::path(run) / "checkpoints" / "last.pt"));
+  }
   w.barrier();
   if (w.rank() == 0) fs::remove_all(run);
 }

@@ -23,6 +23,9 @@ struct TrainOptions {
   /// Multiply the learning rate by the number of data-parallel replicas (linear scaling
   /// with the global batch). Off by default, so P ranks × batch b equal 1 rank × batch P·b.
   bool scale_learning_rate = false;
+  /// Linear warm-up: the learning rate grows from learning_rate / warmup_steps to its full
+  /// (possibly scaled) value over the first warmup_steps steps; 0 = none.
+  int64_t warmup_steps = 0;
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
