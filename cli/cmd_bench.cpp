@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "bench_common.hpp"
 #include "child_process.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
@@ -36,9 +37,13 @@ std::string generator() {
   return "tessera-make-sample";  // from PATH
 }
 
+std::string scene(const Flags& f, int64_t n) { return bench_scene(f.work_dir, n); }
+
+}  // namespace
+
 // A deterministic 4-band scene of side n, generated once and kept in the work folder.
-std::string scene(const Flags& f, int64_t n) {
-  const fs::path dir = fs::path(f.work_dir) / ("scene-" + std::to_string(n));
+std::string bench_scene(const std::string& work_dir, int64_t n) {
+  const fs::path dir = fs::path(work_dir) / ("scene-" + std::to_string(n));
   const fs::path tif = dir / "scene.tif";
   if (!fs::exists(tif)) {
     std::fprintf(stderr, "bench: generating a %lld x %lld scene in %s\n", (long long)n, (long long)n, dir.c_str());
@@ -47,6 +52,8 @@ std::string scene(const Flags& f, int64_t n) {
   }
   return tif.string();
 }
+
+namespace {
 
 ChildResult tessera_infer(const Flags& f, const std::string& input, const std::string& model, int64_t tile,
                           int threads) {
@@ -144,6 +151,7 @@ void run(const Flags& f) {
 void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks with printed, reproducible figures");
   register_bench_allreduce(*bench);
+  register_bench_train(*bench);
   bench->require_subcommand(1);
   auto* cmd = bench->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");
   static Flags f;

@@ -28,7 +28,9 @@ class TileSampler {
  public:
   TileSampler(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o)
       : data_(data), model_(model), options_(o), rng_(o.seed), side_(o.tile + unet_remainder(model)),
-        halo_(unet_halo(model)) {
+        // `same` networks train on plain tiles (zero padding at their border, as usual for
+        // them); `valid` networks read the halo their output needs.
+        halo_(model.padding == Padding::kValid ? unet_halo(model) : 0) {
     for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
     if (o.foreground_fraction > 0) index_foreground();
   }

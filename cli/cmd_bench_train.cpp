@@ -1,0 +1,114 @@
+// tessera bench train: data-parallel training speed against PyTorch DistributedDataParallel
+// (../shared/bench/ref_ddp.py, gloo on CPU), the tool users would pick instead. Same U-Net
+// (L4, n_c 2, f16, `same` padding as the reference uses, 4 bands, 4 classes), same tile,
+// ranks and global batch, measured in the same run; figures are median step times.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "bench_common.hpp"
+#include "child_process.hpp"
+#include "tessera/core/error.hpp"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  int ranks = 2, steps = 8, global_batch = 4, threads = 2;
+  int64_t tile = 128, scene_size = 1024;
+  std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
+  std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_ddp.py";
+  std::string python = "/usr/bin/python3", mpirun = "mpirun";
+  bool no_ref = false;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds per step from metrics.jsonl (elapsed_s differences; the first step, which
+// includes start-up, is left out as the reference does).
+double median_step_seconds(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  if (!in) throw Error(metrics.string() + ": no metrics written");
+  std::vector<double> elapsed;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) elapsed.push_back(nlohmann::json::parse(line).at("elapsed_s").get<double>());
+  std::vector<double> steps;
+  for (size_t i = 1; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
+  return median(steps);
+}
+
+void run(const Flags& f) {
+  if (f.global_batch % f.ranks != 0) throw Error("--global-batch must be a multiple of --ranks");
+  const std::string scene = bench_scene(f.work_dir, f.scene_size);
+  const fs::path run_dir = fs::path(f.work_dir) / "train-run";
+  fs::remove_all(run_dir);
+  fs::create_directories(run_dir);
+  const fs::path config = run_dir / "bench.yaml";
+  {
+    std::ofstream y(config);
+    y << "model: {preset: unet-tiny, padding: same, classes: 4}\n"
+      << "data:\n  pairs: [{image: " << scene << ", labels: " << fs::path(scene).parent_path() / "scene_labels.tif"
+      << "}]\n"
+      << "train: {tile: " << f.tile << ", batch: " << f.global_batch / f.ranks << ", steps: " << f.steps
+      << ", learning_rate: 0.001, seed: 0, augment: false, checkpoint_every: " << f.steps + 1 << "}\n";
+  }
+  std::vector<std::string> cmd;
+  if (f.ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(f.ranks)};
+  for (const std::string a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
+                              std::string("--run-dir"), (run_dir / "run").string(), std::string("--no-progress")})
+    cmd.push_back(a);
+  if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
+  const ChildResult t = run_child(cmd, true);
+  if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
+  const double t_step = median_step_seconds(run_dir / "run" / "metrics.jsonl");
+  std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps\n",
+              (long long)f.tile, f.global_batch, f.ranks, f.steps);
+  std::printf("%-40s %12s %10s\n", "", "step s", "tiles/s");
+  std::printf("%-40s %12.4f %10.2f\n", "tessera train (data parallel, MPI)", t_step, f.global_batch / t_step);
+  nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch},
+                        {"tessera", {{"step_s", t_step}, {"tiles_per_s", f.global_batch / t_step}}}};
+  if (!f.no_ref) {
+    if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
+    const ChildResult r = run_child({f.python, f.ref_script, "--ranks", std::to_string(f.ranks), "--tile",
+                                     std::to_string(f.tile), "--global-batch", std::to_string(f.global_batch),
+                                     "--steps", std::to_string(f.steps), "--threads", std::to_string(f.threads)},
+                                    true);
+    if (r.exit_code != 0) throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) + "); it needs python3-torch");
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+    const double r_step = j.at("step_s_ddp").get<double>();
+    std::printf("%-40s %12.4f %10.2f\n", "PyTorch DDP (gloo), ref_ddp.py", r_step, f.global_batch / r_step);
+    std::printf("tessera / DDP: %.2fx tiles/s\n", r_step / t_step);
+    report["reference"] = {{"step_s", r_step}, {"tiles_per_s", f.global_batch / r_step}};
+    report["speedup"] = r_step / t_step;
+  }
+  std::cout << report.dump() << std::endl;
+}
+
+}  // namespace
+
+void register_bench_train(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand("train", "Data-parallel training speed against PyTorch DDP (ref_ddp.py)");
+  static Flags f;
+  cmd->add_option("--ranks", f.ranks, "Data-parallel ranks (launched with mpirun)")->capture_default_str();
+  cmd->add_option("--steps", f.steps, "Training steps (the first is not timed)")->capture_default_str();
+  cmd->add_option("--tile", f.tile, "Tile side")->capture_default_str();
+  cmd->add_option("--global-batch", f.global_batch, "Tiles per step over all ranks")->capture_default_str();
+  cmd->add_option("--threads", f.threads, "Cores shared by all ranks (the reference's --threads)")->capture_default_str();
+  cmd->add_option("--scene-size", f.scene_size, "Side of the generated training scene")->capture_default_str();
+  cmd->add_option("--work-dir", f.work_dir, "Where the scene and run go")->capture_default_str();
+  cmd->add_option("--ref-script", f.ref_script, "ref_ddp.py")->capture_default_str();
+  cmd->add_option("--mpirun", f.mpirun, "MPI launcher")->capture_default_str();
+  cmd->add_flag("--no-ref", f.no_ref, "Skip the PyTorch reference");
+  cmd->callback([] { run(f); });
+}
+
+}  // namespace tessera::cli
