@@ -83,6 +83,10 @@ train: {tile: 64, batch: 2, steps: 6, checkpoint_every: 3, seed: 2}
 YAML
 "$T" train --config "$W/train.yaml" --no-progress >/dev/null 2>&1 && [ -f "$W/run/checkpoints/last.pt" ] \
   && [ "$(wc -l < "$W/run/metrics.jsonl")" -eq 6 ] && pass "train wrote a checkpoint and 6 metrics lines" || fail "train"
+sed 's|run_dir: run|run_dir: run_same|; s|base_filters: 8,|base_filters: 8, padding: same,|; s|steps: 6|steps: 2|' "$W/train.yaml" > "$W/same.yaml"
+"$T" train --config "$W/same.yaml" --no-progress >/dev/null 2>&1 && [ -f "$W/run_same/checkpoints/last.pt" ] \
+  && "$T" infer --checkpoint "$W/run_same/checkpoints/last.pt" --input "$S/scene.tif" --output "$W/pred_same.tif" \
+       --tile 128 --no-progress >/dev/null && pass "same-padding network trains and infers" || fail "same-padding train/infer"
 "$T" infer --checkpoint "$W/run/checkpoints/last.pt" --input "$S/scene.tif" --output "$W/pred.tif" --tile 128 \
   --no-progress >/dev/null && "$T" eval --pred "$W/pred.tif" --truth "$S/scene_labels.tif" --json > "$W/eval.json" \
   && pass "infer from checkpoint and eval" || fail "infer/eval from checkpoint"
