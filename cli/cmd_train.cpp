@@ -111,6 +111,7 @@ void run(const Flags& f) {
   read_opt(tn, "learning_rate", t.learning_rate, f.config);
   read_opt(tn, "seed", t.seed, f.config);
   read_opt(tn, "augment", t.augment, f.config);
+  read_opt(tn, "sync_batch_norm", t.sync_batch_norm, f.config);
   read_opt(tn, "foreground_fraction", t.foreground_fraction, f.config);
   read_opt(tn, "checkpoint_every", t.checkpoint_every, f.config);
   read_opt(tn, "scale_learning_rate", t.scale_learning_rate, f.config);

@@ -250,6 +250,13 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   sampler.set_normalization(meta.norm);
   sampler.set_slice(hooks.replica(), replicas);
   hooks.on_start(net);
+  // Synchronised batch norm sums its statistics through the hooks (identity for one process,
+  // so one process runs the very same arithmetic); detached again however training ends.
+  struct SyncGuard {
+    UNet& net;
+    ~SyncGuard() { net->synchronise_batch_norm({}); }
+  } sync_guard{net};
+  if (options.sync_batch_norm) net->synchronise_batch_norm([&hooks](torch::Tensor& t) { hooks.sum(t); });
   net->train();
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(lr));
   const std::string last = (fs::path(options.run_dir) / "checkpoints" / "last.pt").string();

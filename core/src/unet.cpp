@@ -64,7 +64,51 @@ NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
   }
 }
 
+namespace {
+
+// y = Σ_replicas x; its backward is the same sum of the incoming gradients, so every
+// replica's backward receives the derivative of the global loss, not only its own share.
+struct ReplicaSumFunction : torch::autograd::Function<ReplicaSumFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const ReplicaSum* sum) {
+    ctx->saved_data["sum"] = reinterpret_cast<int64_t>(sum);
+    torch::Tensor y = x.detach().contiguous().clone();
+    (*sum)(y);
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* sum = reinterpret_cast<const ReplicaSum*>(ctx->saved_data["sum"].toInt());
+    torch::Tensor g = grads[0].contiguous().clone();
+    (*sum)(g);
+    return {g, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor NormNdImpl::synchronised_forward(const torch::Tensor& x) {
+  const int64_t c = x.size(1);
+  std::vector<int64_t> reduce{0};
+  for (int64_t d = 2; d < x.dim(); ++d) reduce.push_back(d);
+  const auto local = torch::cat({x.sum(reduce), (x * x).sum(reduce)});
+  const auto global = ReplicaSumFunction::apply(local, &sync_);
+  torch::Tensor count = torch::full({1}, static_cast<float>(x.numel() / c));
+  sync_(count);
+  const double n = count.item<double>();
+  const auto mean = global.narrow(0, 0, c) / n;
+  const auto var = (global.narrow(0, c, c) / n - mean * mean).clamp_min(0);
+  {
+    torch::NoGradGuard no_grad;
+    running_mean_.mul_(0.9).add_(mean.detach(), 0.1);
+    running_var_.mul_(0.9).add_(var.detach() * (n / std::max(n - 1.0, 1.0)), 0.1);
+  }
+  std::vector<int64_t> shape(x.dim(), 1);
+  shape[1] = c;
+  return (x - mean.view(shape)) * torch::rsqrt(var.view(shape) + 1e-5) * weight_.view(shape) + bias_.view(shape);
+}
+
 torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
+  if (kind_ == Norm::kBatch && sync_ && is_training()) return synchronised_forward(x);
   if (kind_ == Norm::kBatch)
     return torch::batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), 0.1, 1e-5,
                              /*cudnn_enabled=*/true);
@@ -105,6 +149,11 @@ UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
     decoder_.push_back(register_module("dec" + std::to_string(l), ConvBlock(o, 2 * filters(l), filters(l))));
   }
   head_ = register_module("head", ConvNd(o.dims, filters(0), o.classes, 1, 0));
+}
+
+void UNetImpl::synchronise_batch_norm(const ReplicaSum& sum) {
+  for (auto& m : modules(/*include_self=*/false))
+    if (auto* norm = dynamic_cast<NormNdImpl*>(m.get())) norm->synchronise(sum);
 }
 
 void UNetImpl::use_channels_last() {

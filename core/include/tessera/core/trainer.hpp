@@ -28,6 +28,7 @@ struct TrainOptions {
   int64_t warmup_steps = 0;
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
+  bool sync_batch_norm = false;  ///< batch-norm statistics over the global batch (all replicas)
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
   int64_t checkpoint_every = 100;
   bool progress = true;

@@ -8,6 +8,8 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <functional>
+
 #include "tessera/core/unet_spec.hpp"
 
 namespace tessera {
@@ -27,13 +29,22 @@ class ConvNdImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ConvNd);
 
+/// In place: element-wise sum of a CPU float tensor over the replicas of a data-parallel
+/// job (identity for one process). Used by synchronised batch norm.
+using ReplicaSum = std::function<void(torch::Tensor&)>;
+
 /// Batch, group (8 groups or fewer) or instance normalisation over a runtime dimension.
 class NormNdImpl : public torch::nn::Module {
  public:
   NormNdImpl(Norm kind, int64_t channels);
   torch::Tensor forward(const torch::Tensor& x);
+  /// Synchronised batch norm: training statistics over the whole global batch, through
+  /// `sum` (forward) and the same sum of their gradients (backward). Empty disables it.
+  void synchronise(ReplicaSum sum) { sync_ = std::move(sum); }
 
  private:
+  torch::Tensor synchronised_forward(const torch::Tensor& x);
+  ReplicaSum sync_;
   Norm kind_;
   int64_t groups_;
   torch::Tensor weight_, bias_, running_mean_, running_var_;
@@ -59,6 +70,8 @@ class UNetImpl : public torch::nn::Module {
   explicit UNetImpl(UNetOptions options);
   torch::Tensor forward(torch::Tensor x);
   const UNetOptions& options() const { return options_; }
+  /// Batch norm layers take their training statistics over all replicas (see NormNdImpl).
+  void synchronise_batch_norm(const ReplicaSum& sum);
   /// Stores weights and runs activations channels-last (NHWC / NDHWC), the faster layout for
   /// CPU convolutions here; results are unchanged up to float rounding. For inference.
   void use_channels_last();
