@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_infer(app);
   tessera::cli::register_eval(app);
   tessera::cli::register_bench(app);
+  tessera::cli::register_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
