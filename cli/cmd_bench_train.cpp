@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  int ranks = 2, steps = 8, global_batch = 4, threads = 2;
+  int ranks = 2, steps = 12, global_batch = 4, threads = 2, repeats = 3;
   int64_t tile = 128, scene_size = 1024;
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
   std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_ddp.py";
@@ -46,8 +46,35 @@ double median_step_seconds(const fs::path& metrics) {
   return median(steps);
 }
 
+// One `tessera train` run under mpirun; median seconds per step.
+double tessera_step_seconds(const Flags& f, const fs::path& config, const fs::path& run) {
+  fs::remove_all(run);
+  std::vector<std::string> cmd;
+  if (f.ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(f.ranks)};
+  for (const std::string a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
+                              std::string("--run-dir"), run.string(), std::string("--no-progress")})
+    cmd.push_back(a);
+  if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
+  const ChildResult t = run_child(cmd, true);
+  if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
+  return median_step_seconds(run / "metrics.jsonl");
+}
+
+// One ref_ddp.py run; its median DDP step seconds.
+double reference_step_seconds(const Flags& f) {
+  const ChildResult r = run_child({f.python, f.ref_script, "--ranks", std::to_string(f.ranks), "--tile",
+                                   std::to_string(f.tile), "--global-batch", std::to_string(f.global_batch),
+                                   "--steps", std::to_string(f.steps), "--threads", std::to_string(f.threads)},
+                                  true);
+  if (r.exit_code != 0) throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) + "); it needs python3-torch");
+  return nlohmann::json::parse(r.out.substr(r.out.rfind('{'))).at("step_s_ddp").get<double>();
+}
+
 void run(const Flags& f) {
   if (f.global_batch % f.ranks != 0) throw Error("--global-batch must be a multiple of --ranks");
+  if (f.repeats < 1) throw Error("--repeats must be >= 1");
+  if (!f.no_ref && !fs::exists(f.ref_script))
+    throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
   const std::string scene = bench_scene(f.work_dir, f.scene_size);
   const fs::path run_dir = fs::path(f.work_dir) / "train-run";
   fs::remove_all(run_dir);
@@ -61,33 +88,32 @@ void run(const Flags& f) {
       << "train: {tile: " << f.tile << ", batch: " << f.global_batch / f.ranks << ", steps: " << f.steps
       << ", learning_rate: 0.001, seed: 0, augment: false, checkpoint_every: " << f.steps + 1 << "}\n";
   }
-  std::vector<std::string> cmd;
-  if (f.ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(f.ranks)};
-  for (const std::string a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
-                              std::string("--run-dir"), (run_dir / "run").string(), std::string("--no-progress")})
-    cmd.push_back(a);
-  if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
-  const ChildResult t = run_child(cmd, true);
-  if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
-  const double t_step = median_step_seconds(run_dir / "run" / "metrics.jsonl");
-  std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps\n",
-              (long long)f.tile, f.global_batch, f.ranks, f.steps);
+  std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps, "
+              "%d interleaved repeats\n",
+              (long long)f.tile, f.global_batch, f.ranks, f.steps, f.repeats);
+  // The two tools alternate, so a noisy neighbour on the machine slows both alike; each
+  // figure is the median over repeats of the per-run median step time.
+  std::vector<double> ours, theirs;
+  for (int k = 0; k < f.repeats; ++k) {
+    ours.push_back(tessera_step_seconds(f, config, run_dir / "run"));
+    std::printf("  repeat %d: tessera %.4f s/step", k + 1, ours.back());
+    if (!f.no_ref) {
+      theirs.push_back(reference_step_seconds(f));
+      std::printf(", DDP %.4f s/step", theirs.back());
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  const double t_step = median(ours);
   std::printf("%-40s %12s %10s\n", "", "step s", "tiles/s");
   std::printf("%-40s %12.4f %10.2f\n", "tessera train (data parallel, MPI)", t_step, f.global_batch / t_step);
-  nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch},
-                        {"tessera", {{"step_s", t_step}, {"tiles_per_s", f.global_batch / t_step}}}};
+  nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch}, {"repeats", f.repeats},
+                        {"tessera", {{"step_s", t_step}, {"tiles_per_s", f.global_batch / t_step}, {"runs", ours}}}};
   if (!f.no_ref) {
-    if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
-    const ChildResult r = run_child({f.python, f.ref_script, "--ranks", std::to_string(f.ranks), "--tile",
-                                     std::to_string(f.tile), "--global-batch", std::to_string(f.global_batch),
-                                     "--steps", std::to_string(f.steps), "--threads", std::to_string(f.threads)},
-                                    true);
-    if (r.exit_code != 0) throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) + "); it needs python3-torch");
-    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
-    const double r_step = j.at("step_s_ddp").get<double>();
+    const double r_step = median(theirs);
     std::printf("%-40s %12.4f %10.2f\n", "PyTorch DDP (gloo), ref_ddp.py", r_step, f.global_batch / r_step);
     std::printf("tessera / DDP: %.2fx tiles/s\n", r_step / t_step);
-    report["reference"] = {{"step_s", r_step}, {"tiles_per_s", f.global_batch / r_step}};
+    report["reference"] = {{"step_s", r_step}, {"tiles_per_s", f.global_batch / r_step}, {"runs", theirs}};
     report["speedup"] = r_step / t_step;
   }
   std::cout << report.dump() << std::endl;
@@ -100,6 +126,7 @@ void register_bench_train(CLI::App& bench) {
   static Flags f;
   cmd->add_option("--ranks", f.ranks, "Data-parallel ranks (launched with mpirun)")->capture_default_str();
   cmd->add_option("--steps", f.steps, "Training steps (the first is not timed)")->capture_default_str();
+  cmd->add_option("--repeats", f.repeats, "Runs of each tool, interleaved; medians are reported")->capture_default_str();
   cmd->add_option("--tile", f.tile, "Tile side")->capture_default_str();
   cmd->add_option("--global-batch", f.global_batch, "Tiles per step over all ranks")->capture_default_str();
   cmd->add_option("--threads", f.threads, "Cores shared by all ranks (the reference's --threads)")->capture_default_str();

@@ -2,6 +2,9 @@
 // With --run-dir (required under mpirun with more than one rank) the tiles are spread over
 // the ranks, kept in RUN/tiles/ as they finish, and assembled into the output by rank 0;
 // a rerun resumes from the tiles already there (parallel/sample_parallel.hpp).
+// --vectorize polygonizes the finished label mosaic as a whole (io/vector_export.hpp), so no
+// polygon is cut at a tile seam; --probabilities also writes the per-class softmax
+// (single process only: io/probability_raster.hpp).
 #include <malloc.h>
 
 #include <filesystem>
@@ -14,8 +17,12 @@
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/inference.hpp"
+#include "tessera/core/progress.hpp"
+#include "tessera/core/tensor_io.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/io/open_image.hpp"
+#include "tessera/io/probability_raster.hpp"
+#include "tessera/io/vector_export.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/runtime.hpp"
 #include "tessera/parallel/sample_parallel.hpp"
@@ -26,7 +33,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  std::string checkpoint, init, input, output, overlay, run_dir;
+  std::string checkpoint, init, input, output, overlay, run_dir, vectorize, probabilities;
+  double min_area = 0, simplify = 0;
+  bool vector_background = false;
   ModelFlags model;
   uint64_t seed = 0;
   int64_t tile = 512;
@@ -61,6 +70,44 @@ std::vector<std::pair<std::string, std::string>> plan_outputs(const Flags& f) {
   return {{f.input, f.output}};
 }
 
+// Flags that only make sense with a vector or probability output, checked before any inference.
+io::VectorizeOptions vectorize_options(const Flags& f, const std::vector<std::string>& class_names) {
+  if (f.vectorize.empty() && (f.min_area != 0 || f.simplify != 0 || f.vector_background))
+    throw Error("--min-area, --simplify and --vector-background need --vectorize OUT.gpkg");
+  io::VectorizeOptions o = io::VectorizeOptions()
+                               .with_class_names(class_names)
+                               .with_min_area(f.min_area)
+                               .with_simplify(f.simplify)
+                               .with_background(f.vector_background);
+  try {
+    o.validate();
+  } catch (const Error& e) {  // name the flag the user typed, not the struct field
+    std::string msg = e.what();
+    if (msg.rfind("min_area", 0) == 0) msg.replace(0, 8, "--min-area");
+    else if (msg.rfind("simplify", 0) == 0) msg.insert(0, "--");
+    throw Error(msg);
+  }
+  if (!f.vectorize.empty()) io::vector_driver_for(f.vectorize);
+  return o;
+}
+
+void vectorize(const Flags& f, const std::string& labels, io::VectorizeOptions options) {
+  ProgressBar bar("vectorize", 100, "%", !f.no_progress);
+  options.with_progress([&](double x) { bar.update(static_cast<int64_t>(x * 100)); });
+  const io::VectorizeReport r = io::vectorize_labels(labels, f.vectorize, options);
+  bar.finish();
+  std::printf("%s -> %s: %lld polygons", labels.c_str(), f.vectorize.c_str(), (long long)r.features);
+  if (f.min_area > 0) std::printf(" (%lld below --min-area dropped)", (long long)r.dropped);
+  std::printf(", %.2f s\n", r.seconds);
+}
+
+Block<float> to_block_f32(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kFloat).contiguous();
+  Block<float> b(Index(c.sizes().begin(), c.sizes().end()));
+  std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), b.data.begin());
+  return b;
+}
+
 void run(const Flags& f) {
   if (f.checkpoint.empty() == f.init.empty())
     throw Error("infer: give exactly one of --checkpoint CKPT or --init random (with --model PRESET)");
@@ -76,10 +123,25 @@ void run(const Flags& f) {
   const int threads = configure_threads(f.threads.value_or(0));
   const auto jobs = plan_outputs(f);
 
+  const bool batch_of_scenes = jobs.size() != 1 || jobs.front().second != f.output;
+  if (!f.vectorize.empty() && batch_of_scenes)
+    throw Error("--vectorize " + f.vectorize + ": works on one input image, not a folder of scenes");
+  if (!f.probabilities.empty() && batch_of_scenes)
+    throw Error("--probabilities " + f.probabilities + ": works on one input image, not a folder of scenes");
+  if (!f.probabilities.empty() && !f.run_dir.empty())
+    throw Error("--probabilities " + f.probabilities + ": single process only (not with --run-dir or several ranks)");
+  if (!f.probabilities.empty() && io::is_volume_path(f.probabilities))
+    throw Error("--probabilities " + f.probabilities + ": probabilities are a GeoTIFF (.tif)");
+
   LoadedCheckpoint loaded;
   if (!f.checkpoint.empty()) loaded = load_checkpoint(f.checkpoint);
+  const io::VectorizeOptions vector_options = vectorize_options(f, loaded.meta.class_names);
   for (const auto& [input, output] : jobs) {
     auto image = io::open_image(input);
+    if (!f.vectorize.empty() && image->info().extent.size() != 2)
+      throw Error("--vectorize needs a 2-D raster; " + input + " is a volume");
+    if (!f.probabilities.empty() && image->info().extent.size() != 2)
+      throw Error("--probabilities needs a 2-D raster; " + input + " is a volume");
     UNet net = loaded.net;
     Normalization norm = loaded.meta.norm;
     if (!net) {
@@ -115,12 +177,33 @@ void run(const Flags& f) {
           write_overlay_png(input, output, f.overlay);
           std::printf("overlay: %s\n", f.overlay.c_str());
         }
+        if (!f.vectorize.empty()) vectorize(f, output, vector_options);
       }
       continue;
     }
     if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path());
     auto sink = io::create_label_sink(output, image->info());
-    const InferenceReport r = infer_labels(net, *image, norm, *sink, options);
+    InferenceReport r;
+    if (f.probabilities.empty()) {
+      r = infer_labels(net, *image, norm, *sink, options);
+    } else {
+      if (fs::path(f.probabilities).has_parent_path()) fs::create_directories(fs::path(f.probabilities).parent_path());
+      const int classes = static_cast<int>(net->options().classes);
+      io::ProbabilityRasterWriter probs(io::ProbabilityRasterOptions(f.probabilities, image->info().extent,
+                                                                     image->info().geo, classes)
+                                            .with_class_names(loaded.meta.class_names));
+      r = for_each_tile(net, *image, norm, options,
+                        [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
+                          auto labels = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(),
+                                                                                        int64_t{kNoDataLabel});
+                          sink->write(t.inset, to_block_u8(labels));
+                          auto p = torch::softmax(logits.to(torch::kFloat), 0)
+                                       .masked_fill_(valid.logical_not().unsqueeze(0),
+                                                     std::numeric_limits<float>::quiet_NaN());
+                          probs.write(t.inset, to_block_f32(p));
+                        });
+      probs.commit();
+    }
     sink->commit();
     std::printf("%s -> %s: %lld tiles, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx, %d threads\n",
                 input.c_str(), output.c_str(), (long long)r.tiles, r.seconds, r.pixels / 1e6 / r.seconds,
@@ -129,6 +212,8 @@ void run(const Flags& f) {
       write_overlay_png(input, output, f.overlay);
       std::printf("overlay: %s\n", f.overlay.c_str());
     }
+    if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
+    if (!f.vectorize.empty()) vectorize(f, output, vector_options);
   }
 }
 
@@ -149,6 +234,18 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--run-dir", f.run_dir,
                   "Keep finished tiles in RUN/tiles/ (resumable) and spread them over MPI ranks");
   cmd->add_option("--overlay", f.overlay, "Also write a PNG of the image with the labels blended on top");
+  cmd->add_option("--vectorize", f.vectorize,
+                  "Also polygonize the whole label raster (no cuts at tile seams; 4-connected regions) to "
+                  ".gpkg / .geojson / .shp with fields class_id, class_name, area (map units^2); 2-D only");
+  cmd->add_option("--min-area", f.min_area, "With --vectorize: drop polygons smaller than A map units^2")
+      ->capture_default_str();
+  cmd->add_option("--simplify", f.simplify,
+                  "With --vectorize: simplify edges, tolerance in map units, topology preserved (0: exact pixel edges)")
+      ->capture_default_str();
+  cmd->add_flag("--vector-background", f.vector_background, "With --vectorize: also write class 0 polygons");
+  cmd->add_option("--probabilities", f.probabilities,
+                  "Also write per-class softmax probabilities: Float32 GeoTIFF, band k+1 = class k, NaN where "
+                  "the input has no data; 2-D, single process only");
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });

@@ -1,4 +1,7 @@
 // tessera model-info --model PRESET [overrides] [--json]: size, halo and cost of a network.
+// tessera model-info --list [--json]: every registered architecture, loss and post-processor,
+// built-in or from a plugin (TESSERA_PLUGIN_PATH, <exe>/../lib/tessera/plugins, the prefix).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -6,16 +9,94 @@
 
 #include "commands.hpp"
 #include "model_options.hpp"
+#include "tessera/core/model_registry.hpp"
+#include "tessera/core/plugin_loader.hpp"
 
 namespace tessera::cli {
+namespace {
+
+// The registry with every plugin found; refused plugins are warnings, not failures, so one
+// broken file in a shared plugin directory does not stop the command.
+ModelRegistry registry_with_plugins() {
+  ModelRegistry registry;
+  for (const auto& error : load_plugins(registry).errors) std::fprintf(stderr, "tessera: warning: %s\n", error.c_str());
+  return registry;
+}
+
+void print_list(bool json) {
+  const ModelRegistry r = registry_with_plugins();
+  if (json) {
+    auto entries = [](const auto& list) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& e : list) a.push_back({{"name", e.name}, {"description", e.description}, {"origin", e.origin}});
+      return a;
+    };
+    nlohmann::json j{{"models", entries(r.models())},
+                     {"losses", entries(r.losses())},
+                     {"post_processors", entries(r.post_processors())}};
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  auto section = [](const char* title, const auto& list) {
+    std::printf("%s:\n", title);
+    size_t width = 0;
+    for (const auto& e : list) width = std::max(width, e.name.size());
+    for (const auto& e : list)
+      std::printf("  %-*s  %s%s%s\n", int(width), e.name.c_str(), e.description.c_str(),
+                  e.origin == "built-in" ? "" : "  [plugin ", e.origin == "built-in" ? "" : (e.origin + "]").c_str());
+  };
+  section("models", r.models());
+  section("losses", r.losses());
+  section("post-processors", r.post_processors());
+}
+
+// Any other registered architecture (a plugin's, or plain "unet"): what the registry can tell
+// without the U-Net arithmetic.
+void print_plugin_model(const ModelFlags& flags, bool json) {
+  const ModelRegistry r = registry_with_plugins();
+  ModelOptions o;
+  o.dims = flags.dims;
+  o.in_channels = flags.in_channels;
+  o.classes = flags.classes;
+  o.filters = flags.filters;
+  o.levels = flags.levels;
+  if (flags.convs) o.with("convs", std::to_string(*flags.convs));
+  if (flags.norm) o.with("norm", *flags.norm);
+  if (flags.padding) o.with("padding", *flags.padding);
+  if (flags.decoder) o.with("decoder", *flags.decoder);
+  const ModelEntry& entry = r.model(flags.preset);
+  const ModelHandle model = r.create(flags.preset, o);
+  int64_t params = 0;
+  for (const auto& p : model.module->parameters()) params += p.numel();
+  if (json) {
+    std::cout << nlohmann::json{{"model", entry.name}, {"description", entry.description}, {"origin", entry.origin},
+                                {"params", params}}.dump(2)
+              << '\n';
+    return;
+  }
+  std::printf("%s: %s\n", entry.name.c_str(), entry.description.c_str());
+  std::printf("  from                    %s\n", entry.origin.c_str());
+  std::printf("  parameters              %lld (%.1f MiB as float32)\n", (long long)params, params * 4.0 / (1 << 20));
+}
+
+bool is_unet_preset(const std::string& name) {
+  const auto presets = unet_preset_names();
+  return std::find(presets.begin(), presets.end(), name) != presets.end();
+}
+
+}  // namespace
 
 void register_model_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("model-info", "Parameters, layers, halo, receptive field and FLOPs of a U-Net");
   static ModelFlags flags;
   static bool json = false;
+  static bool list = false;
   flags.add_to(cmd);
   cmd->add_flag("--json", json, "Print JSON");
+  cmd->add_flag("--list", list, "List the registered architectures, losses and post-processors, plugins included");
   cmd->callback([] {
+    if (list) return print_list(json);
+    if (!is_unet_preset(flags.preset)) return print_plugin_model(flags, json);
     const UNetOptions o = flags.resolve();
     nlohmann::json j{{"model", flags.preset},
                      {"dims", o.dims},

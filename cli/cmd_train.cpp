@@ -7,7 +7,11 @@
 //     pairs: [{image: scene.tif, labels: scene_labels.tif}]
 //     class_names: [background, building, road, water]
 //     holdout: {axis: x, fraction: 0.25}
-//   train: {tile: 64, batch: 4, steps: 400, learning_rate: 0.002, seed: 1}
+//   train: {tile: 64, batch: 4, steps: 400, learning_rate: 0.002, seed: 1,
+//           optimizer: adam, schedule: cosine, warmup_steps: 20, grad_clip: 1.0, accumulate: 1,
+//           steps_per_epoch: 100, curriculum: [{epoch: 0, tile: 64}, {epoch: 2, tile: 128}],
+//           keep_last: 3, early_stopping: 5, validate: true,
+//           loss: {kind: dice_ce, include_background: true, class_weights: [...], focal_gamma: 2}}
 //   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false}   # optional
 //
 // Under an MPI launcher (`mpirun -np P tessera train …`) the ranks form a ProcessGrid
@@ -42,6 +46,7 @@ struct Flags {
   std::optional<int> dp, pp, sp;
   std::optional<double> fusion_mib;
   std::optional<int64_t> warmup;
+  std::string resume;
   bool scale_lr = false;
   bool no_progress = false;
 };
@@ -72,6 +77,57 @@ UNetOptions model_from_yaml(const YAML::Node& m, const std::string& where) {
   if (m["norm"]) { read_opt(m, "norm", s, where); o.norm = parse_norm(s); }
   if (m["decoder"]) { read_opt(m, "decoder", s, where); o.decoder = parse_decoder(s); }
   return o;
+}
+
+// train: section → TrainOptions (optimiser, schedule, loss, curriculum, checkpoints).
+void read_train_options(const YAML::Node& tn, TrainOptions& t, const std::string& where) {
+  read_opt(tn, "tile", t.tile, where);
+  read_opt(tn, "batch", t.batch, where);
+  read_opt(tn, "accumulate", t.accumulate, where);
+  read_opt(tn, "steps", t.steps, where);
+  read_opt(tn, "steps_per_epoch", t.steps_per_epoch, where);
+  read_opt(tn, "seed", t.seed, where);
+  read_opt(tn, "augment", t.augment, where);
+  read_opt(tn, "sync_batch_norm", t.sync_batch_norm, where);
+  read_opt(tn, "foreground_fraction", t.foreground_fraction, where);
+  read_opt(tn, "checkpoint_every", t.checkpoint_every, where);
+  read_opt(tn, "keep_last", t.keep_last, where);
+  read_opt(tn, "early_stopping", t.early_stopping, where);
+  read_opt(tn, "prefetch", t.prefetch, where);
+  read_opt(tn, "grad_clip", t.grad_clip, where);
+  read_opt(tn, "scale_learning_rate", t.scale_learning_rate, where);
+  OptimizerOptions& o = t.optimizer;
+  read_opt(tn, "learning_rate", o.learning_rate, where);
+  read_opt(tn, "warmup_steps", o.warmup_steps, where);
+  read_opt(tn, "momentum", o.momentum, where);
+  read_opt(tn, "weight_decay", o.weight_decay, where);
+  read_opt(tn, "step_size", o.step_size, where);
+  read_opt(tn, "gamma", o.gamma, where);
+  read_opt(tn, "power", o.power, where);
+  read_opt(tn, "min_lr_fraction", o.min_lr_fraction, where);
+  std::string name;
+  if (tn["optimizer"]) { read_opt(tn, "optimizer", name, where); o.kind = parse_optimizer_kind(name); }
+  if (tn["schedule"]) { read_opt(tn, "schedule", name, where); o.schedule = parse_schedule_kind(name); }
+  if (const YAML::Node c = tn["curriculum"]) {
+    if (!c.IsSequence()) throw Error(where + ": train.curriculum must be a list of {epoch, tile}");
+    for (const auto& stage : c) {
+      CurriculumStage cs;
+      read_opt(stage, "epoch", cs.from_epoch, where);
+      read_opt(stage, "tile", cs.tile, where);
+      t.curriculum.push_back(cs);
+    }
+  }
+  if (const YAML::Node l = tn["loss"]) {
+    LossOptions& lo = t.loss;
+    if (l["kind"]) { read_opt(l, "kind", name, where); lo.kind = parse_loss_kind(name); }
+    read_opt(l, "dice_weight", lo.dice_weight, where);
+    read_opt(l, "ce_weight", lo.ce_weight, where);
+    read_opt(l, "focal_weight", lo.focal_weight, where);
+    read_opt(l, "focal_gamma", lo.focal_gamma, where);
+    read_opt(l, "smooth", lo.smooth, where);
+    read_opt(l, "include_background", lo.include_background, where);
+    read_opt(l, "class_weights", lo.class_weights, where);
+  }
 }
 
 // Relative paths in a config are relative to the config file.
@@ -105,17 +161,7 @@ void run(const Flags& f) {
   read_opt(root, "run_dir", t.run_dir, f.config);
   t.run_dir = resolve_path(f.config, t.run_dir);
   const YAML::Node tn = root["train"];
-  read_opt(tn, "tile", t.tile, f.config);
-  read_opt(tn, "batch", t.batch, f.config);
-  read_opt(tn, "steps", t.steps, f.config);
-  read_opt(tn, "learning_rate", t.learning_rate, f.config);
-  read_opt(tn, "seed", t.seed, f.config);
-  read_opt(tn, "augment", t.augment, f.config);
-  read_opt(tn, "sync_batch_norm", t.sync_batch_norm, f.config);
-  read_opt(tn, "foreground_fraction", t.foreground_fraction, f.config);
-  read_opt(tn, "checkpoint_every", t.checkpoint_every, f.config);
-  read_opt(tn, "scale_learning_rate", t.scale_learning_rate, f.config);
-  read_opt(tn, "warmup_steps", t.warmup_steps, f.config);
+  read_train_options(tn, t, f.config);
   parallel::GridShape shape;
   double fusion_mib = 25;
   if (const YAML::Node pn = root["parallel"]) {
@@ -130,12 +176,12 @@ void run(const Flags& f) {
   if (f.sp) shape.spatial = *f.sp;
   if (f.fusion_mib) fusion_mib = *f.fusion_mib;
   if (f.scale_lr) t.scale_learning_rate = true;
-  if (f.warmup) t.warmup_steps = *f.warmup;
+  if (f.warmup) t.optimizer.warmup_steps = *f.warmup;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
   if (f.steps) t.steps = *f.steps;
   if (f.tile) t.tile = *f.tile;
   if (f.batch) t.batch = *f.batch;
-  if (f.lr) t.learning_rate = *f.lr;
+  if (f.lr) t.optimizer.learning_rate = *f.lr;
   if (f.seed) t.seed = *f.seed;
   t.progress = !f.no_progress;
 
@@ -151,7 +197,9 @@ void run(const Flags& f) {
   read_opt(dn, "class_names", meta.class_names, f.config);
 
   std::vector<std::unique_ptr<ImageSource>> images, labels;
-  std::vector<TrainingPair> pairs;
+  std::vector<TrainingPair> pairs, validation;
+  bool validate = true;
+  read_opt(tn, "validate", validate, f.config);
   for (const auto& p : dn["pairs"]) {
     if (!p["image"] || !p["labels"]) throw Error(f.config + ": every data.pairs entry needs image and labels");
     images.push_back(io::open_image(resolve_path(f.config, p["image"].as<std::string>())));
@@ -163,6 +211,9 @@ void run(const Flags& f) {
                   images.back()->info().path);
     pairs.push_back({images.back().get(), labels.back().get(),
                      training_region(images.back()->info().extent, holdout)});
+    if (validate && holdout.fraction > 0)
+      validation.push_back({images.back().get(), labels.back().get(),
+                            holdout_region(images.back()->info().extent, holdout)});
   }
   if (!root["model"]["in_channels"]) model.in_channels = images.front()->info().channels;
   model.dims = static_cast<int>(images.front()->info().extent.size());
@@ -184,6 +235,10 @@ void run(const Flags& f) {
                                                      .with_writes_outputs(grid.is_root()));
   const bool root_rank = grid.is_root();
 
+  if (!f.resume.empty()) {
+    t.resume = f.resume == "auto" ? (std::filesystem::path(t.run_dir) / "checkpoints" / "last.pt").string() : f.resume;
+    if (root_rank) std::fprintf(stderr, "train: resuming from %s\n", t.resume.c_str());
+  }
   const int threads = configure_threads(f.threads.value_or(0));
   torch::manual_seed(t.seed);
   UNet net(model);
@@ -195,10 +250,12 @@ void run(const Flags& f) {
     out["train"]["tile"] = t.tile;
     out["train"]["batch"] = t.batch;
     out["train"]["steps"] = t.steps;
-    out["train"]["learning_rate"] = t.learning_rate;
+    out["train"]["learning_rate"] = t.optimizer.learning_rate;
     out["train"]["seed"] = t.seed;
     out["train"]["scale_learning_rate"] = t.scale_learning_rate;
-    out["train"]["warmup_steps"] = t.warmup_steps;
+    out["train"]["warmup_steps"] = t.optimizer.warmup_steps;
+    out["train"]["optimizer"] = to_string(t.optimizer.kind);
+    out["train"]["schedule"] = to_string(t.optimizer.schedule);
     out["parallel"]["dp"] = grid.shape().data;
     out["parallel"]["pp"] = grid.shape().pipeline;
     out["parallel"]["sp"] = grid.shape().spatial;
@@ -221,13 +278,16 @@ void run(const Flags& f) {
     monitor.set_step(step);
     monitor.set_tiles_done(step * t.batch);
   });
-  const TrainReport r = train(net, pairs, t, meta, &hooks);
+  const TrainReport r = train(net, pairs, t, meta, &hooks, validation);
   monitor.set_phase("done");
   monitor.sample_now();
   print_telemetry_summary(world, monitor);
   if (!root_rank) return;
-  std::printf("trained %lld steps in %.1f s (%.1f tiles/s), final loss %.4f\ncheckpoint: %s\n", (long long)r.steps,
-              r.seconds, r.tiles_per_second, r.final_loss, r.checkpoint.c_str());
+  std::printf("trained %lld steps in %.1f s (%.1f tiles/s), final loss %.4f%s\ncheckpoint: %s\n", (long long)r.steps,
+              r.seconds, r.tiles_per_second, r.final_loss, r.stopped_early ? " (stopped early)" : "",
+              r.checkpoint.c_str());
+  if (r.best_validation >= 0)
+    std::printf("best validation mean Dice %.4f: %s\n", r.best_validation, r.best_checkpoint.c_str());
 }
 
 }  // namespace
@@ -241,7 +301,7 @@ void register_train(CLI::App& app) {
   cmd->add_option("--steps", f.steps, "Optimiser steps");
   cmd->add_option("--tile", f.tile, "Training tile inset side (multiple of 2^(L-1))");
   cmd->add_option("--batch", f.batch, "Tiles per step and data-parallel replica");
-  cmd->add_option("--lr", f.lr, "Learning rate (Adam)");
+  cmd->add_option("--lr", f.lr, "Peak learning rate");
   cmd->add_option("--seed", f.seed, "Seed for initialisation, tiles and augmentation");
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_option("--dp", f.dp, "Data-parallel replicas (default: ranks / (pp x sp))");
@@ -250,6 +310,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--fusion-mib", f.fusion_mib, "Gradient allreduce bucket bound in MiB (default 25)");
   cmd->add_flag("--scale-lr", f.scale_lr, "Multiply the learning rate by the replicas (default off: exact equivalence)");
   cmd->add_option("--warmup-steps", f.warmup, "Linear learning-rate warm-up over this many steps (default 0)");
+  cmd->add_option("--resume", f.resume,
+                  "Continue a killed run from a checkpoint (`auto` = RUN/checkpoints/last.pt); the losses after it equal "
+                  "an uninterrupted run's");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });
 }

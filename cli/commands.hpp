@@ -13,6 +13,8 @@ void register_eval(CLI::App& app);
 void register_bench(CLI::App& app);
 /// `tessera export` and `tessera import`: weights exchange with Python (PyTorch).
 void register_export(CLI::App& app);
+/// `tessera plan`: the layout (tiling, pipeline stages, data parallelism) for a model, image and devices.
+void register_plan(CLI::App& app);
 /// `bench allreduce`, attached to the `bench` subcommand by register_bench.
 void register_bench_allreduce(CLI::App& bench);
 

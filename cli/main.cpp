@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_eval(app);
   tessera::cli::register_bench(app);
   tessera::cli::register_export(app);
+  tessera::cli::register_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

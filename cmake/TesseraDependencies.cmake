@@ -7,7 +7,7 @@ if(NOT GDAL_FOUND)
   find_package(GDAL REQUIRED)
 endif()
 find_package(ITK REQUIRED COMPONENTS
-  ITKCommon ITKIOImageBase ITKIOGDCM ITKIONIFTI ITKIONRRD ITKIOMeta ITKImageIntensity)
+  ITKCommon ITKIOImageBase ITKIOGDCM ITKIONIFTI ITKIONRRD ITKIOMeta ITKImageIntensity ITKDistanceMap)
 find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(yaml-cpp REQUIRED)

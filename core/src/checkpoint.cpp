@@ -32,6 +32,7 @@ std::string meta_to_json(const CheckpointMeta& m) {
   j["class_names"] = m.class_names;
   j["step"] = m.step;
   j["epoch"] = m.epoch;
+  if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
   return j.dump();
 }
 
@@ -59,6 +60,7 @@ CheckpointMeta meta_from_json(const std::string& path, const std::string& text) 
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.step = j.at("step");
     m.epoch = j.at("epoch");
+    if (j.contains("trainer_state")) m.trainer_state = j.at("trainer_state").get<std::string>();
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": checkpoint description is damaged (" + e.what() + ")");

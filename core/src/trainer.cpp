@@ -1,165 +1,24 @@
 #include "tessera/core/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <future>
-#include <random>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/progress.hpp"
-#include "tessera/core/tensor_io.hpp"
+#include "tile_sampler.hpp"
+#include "validation.hpp"
 
 namespace tessera {
 namespace {
 
-struct Sample {
-  torch::Tensor input;   // (B, C, spatial...)
-  torch::Tensor target;  // (B, spatial...) int64
-};
-
-// Draws output boxes inside each pair's region. Windows keep their halo inside the region
-// where they can, so held-back pixels are not read, except at the image border where the
-// halo is reflected exactly as at inference.
-class TileSampler {
- public:
-  TileSampler(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o)
-      : data_(data), model_(model), options_(o), rng_(o.seed), side_(o.tile + unet_remainder(model)),
-        // `same` networks train on plain tiles (zero padding at their border, as usual for
-        // them); `valid` networks read the halo their output needs.
-        halo_(model.padding == Padding::kValid ? unet_halo(model) : 0) {
-    for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
-    if (o.foreground_fraction > 0) index_foreground();
-  }
-
-  /// The tiles of this replica's slice of the next global batch. Every replica draws the
-  /// whole global batch (same random stream) and reads only the windows of its slice.
-  Sample next() {
-    std::vector<torch::Tensor> inputs, targets;
-    const int global = options_.batch * replicas_;
-    const int first = options_.batch * replica_;
-    for (int b = 0; b < global; ++b) {
-      // Class-balanced draw: centre the tile on a labelled voxel of a random foreground class.
-      const Foreground* centre = nullptr;
-      if (!foreground_.empty() && std::bernoulli_distribution(options_.foreground_fraction)(rng_)) {
-        const auto& pool = foreground_[std::uniform_int_distribution<size_t>(0, foreground_.size() - 1)(rng_)];
-        centre = &pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng_)];
-      }
-      std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
-      const TrainingPair& p = data_[centre ? centre->pair : pick(rng_)];
-      const Index& extent = p.image->info().extent;
-      const int d = static_cast<int>(extent.size());
-      Box out{Index(d), Index(d, side_)};
-      for (int a = 0; a < d; ++a) {
-        const int64_t r0 = p.region.origin[a], r1 = p.region.origin[a] + p.region.size[a];
-        int64_t lo = r0 == 0 ? r0 : r0 + halo_;
-        int64_t hi = (r1 == extent[a] ? r1 : r1 - halo_) - side_;
-        if (hi < lo) {  // region too small to keep the halo inside: relax, then clamp
-          lo = r0;
-          hi = r1 - side_;
-        }
-        hi = std::max(lo, hi);
-        out.origin[a] = centre ? std::clamp(centre->at[a] - side_ / 2, lo, hi)
-                               : std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
-      }
-      std::vector<bool> flips(d, false);
-      if (options_.augment)
-        for (int a = 0; a < d; ++a) flips[a] = std::bernoulli_distribution(0.5)(rng_);
-      if (b < first || b >= first + options_.batch) continue;  // another replica's tile
-      Box in = out;
-      for (int a = 0; a < d; ++a) {
-        in.origin[a] -= halo_;
-        in.size[a] += 2 * halo_;
-      }
-      Window w = read_window(*p.image, in, norm_);
-      torch::Tensor target = torch::full(out.size, options_.loss.ignore_index, torch::kInt64);
-      const Box inside = out.clipped(extent);
-      if (!inside.empty()) {
-        torch::Tensor view = target;
-        for (int a = 0; a < d; ++a) view = view.narrow(a, inside.origin[a] - out.origin[a], inside.size[a]);
-        view.copy_(read_labels(*p.labels, inside, model_.classes, options_.loss.ignore_index));
-      }
-      // Pixels without image data teach nothing.
-      torch::Tensor valid = w.valid;
-      if (model_.padding == Padding::kValid)
-        for (int a = 0; a < d; ++a) valid = valid.narrow(a, halo_, side_);
-      target.masked_fill_(valid.logical_not(), options_.loss.ignore_index);
-      torch::Tensor x = w.values;
-      for (int a = 0; a < d; ++a) {
-        if (flips[a]) {
-          x = x.flip({a + 1});
-          target = target.flip({a});
-        }
-      }
-      inputs.push_back(x);
-      targets.push_back(target);
-    }
-    return {torch::stack(inputs), torch::stack(targets)};
-  }
-
-  void set_slice(int replica, int replicas) {
-    replica_ = replica;
-    replicas_ = replicas;
-  }
-  void set_normalization(Normalization n) { norm_ = std::move(n); }
-
- private:
-  struct Foreground {
-    size_t pair;
-    Index at;
-  };
-
-  // Per foreground class, a reservoir sample of its labelled pixels inside the regions,
-  // read once in slabs (bounded memory whatever the image size).
-  void index_foreground() {
-    constexpr size_t kPerClass = 50000;
-    std::vector<std::vector<Foreground>> pools(model_.classes);
-    std::vector<int64_t> seen(model_.classes, 0);
-    for (size_t k = 0; k < data_.size(); ++k) {
-      const Box& region = data_[k].region;
-      const int d = region.dims();
-      const int64_t slab = d == 2 ? 256 : 8;
-      for (int64_t s = region.origin[0]; s < region.origin[0] + region.size[0]; s += slab) {
-        Box b = region;
-        b.origin[0] = s;
-        b.size[0] = std::min(slab, region.origin[0] + region.size[0] - s);
-        const Block<float> l = data_[k].labels->read(b);
-        Index at(d);
-        for (int64_t i = 0; i < static_cast<int64_t>(l.data.size()); ++i) {
-          const float v = l.data[i];
-          if (!(v >= 1 && v < model_.classes)) continue;
-          const int c = static_cast<int>(v);
-          int64_t rest = i;
-          for (int a = d - 1; a >= 0; --a) {
-            at[a] = b.origin[a] + rest % b.size[a];
-            rest /= b.size[a];
-          }
-          const int64_t n = seen[c]++;
-          if (pools[c].size() < kPerClass) {
-            pools[c].push_back({k, at});
-          } else if (const int64_t j = std::uniform_int_distribution<int64_t>(0, n)(rng_); j < int64_t(kPerClass)) {
-            pools[c][j] = {k, at};
-          }
-        }
-      }
-    }
-    for (auto& pool : pools)
-      if (!pool.empty()) foreground_.push_back(std::move(pool));
-  }
-
-  std::vector<std::vector<Foreground>> foreground_;
-  const std::vector<TrainingPair>& data_;
-  UNetOptions model_;
-  TrainOptions options_;
-  std::mt19937_64 rng_;
-  int64_t side_, halo_;
-  std::vector<double> weights_;
-  Normalization norm_;
-  int replica_ = 0, replicas_ = 1;
-};
+namespace fs = std::filesystem;
+using detail::Sample;
 
 struct StepLoss {
   torch::Tensor for_backward;  // this replica's share of the global-batch loss (has a graph)
@@ -167,41 +26,89 @@ struct StepLoss {
   double labelled = 0;         // labelled pixels in the global batch
 };
 
-// Dice + CE of the global batch from statistics summed over replicas. Each replica's own
+// The loss of the global batch from statistics summed over replicas. Each replica's own
 // statistics keep their graph, the others' enter as constants, so backward gives this
 // replica's share of the global gradient (TrainHooks contract). With one replica this is
-// exactly dice_ce_loss.
+// exactly the loss of the batch.
 StepLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
                            TrainHooks& hooks) {
-  const int64_t classes = logits.size(1);
-  auto valid = (target != o.ignore_index);
-  auto ce_sum = torch::nn::functional::cross_entropy(
-      logits, target,
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(o.ignore_index).reduction(torch::kSum));
-  auto count = valid.sum().to(torch::kFloat).reshape({1});
-  auto safe = target.masked_fill(valid.logical_not(), 0);
-  auto mask = valid.unsqueeze(1).to(logits.dtype());
-  auto probs = torch::softmax(logits, 1) * mask;
-  auto onehot = torch::one_hot(safe, classes).movedim(-1, 1).to(logits.dtype()) * mask;
-  std::vector<int64_t> reduce{0};
-  for (int64_t d = 2; d < logits.dim(); ++d) reduce.push_back(d);
-  auto inter = (probs * onehot).sum(reduce);
-  auto denom = probs.sum(reduce) + onehot.sum(reduce);
-
-  auto local = torch::cat({ce_sum.reshape({1}), count, inter, denom}).detach().to(torch::kFloat).contiguous();
-  torch::Tensor global = local.clone();
+  const torch::Tensor local = loss_statistics(logits, target, o);
+  torch::Tensor global = local.detach().to(torch::kFloat).contiguous().clone();
   hooks.sum(global);
-  auto rest = global - local;
   StepLoss out;
-  out.labelled = global[1].item<double>();
+  out.labelled = global[0].item<double>();
   if (out.labelled <= 0) return out;
-  auto ce = (ce_sum + rest[0]) / global[1];
-  auto inter_g = inter + rest.narrow(0, 2, classes);
-  auto denom_g = denom + rest.narrow(0, 2 + classes, classes);
-  auto dice = (2.0 * inter_g + o.smooth) / (denom_g + o.smooth);
-  out.for_backward = o.ce_weight * ce + o.dice_weight * (1.0 - dice.mean());
+  const torch::Tensor stats = local + (global.to(local.dtype()) - local.detach());
+  out.for_backward = loss_from_statistics(stats, o, logits.size(1));
   out.value = out.for_backward.item<double>();
   return out;
+}
+
+// What a checkpoint needs beyond model and optimiser to continue the run exactly.
+struct ResumeState {
+  std::string rng;  // sampler state before the batch of the next step was drawn
+  double best = -1;
+  int64_t bad_epochs = 0;
+
+  std::string to_json() const { return nlohmann::json{{"rng", rng}, {"best", best}, {"bad_epochs", bad_epochs}}.dump(); }
+  static ResumeState from_json(const std::string& path, const std::string& text) {
+    if (text.empty()) throw Error(path + ": checkpoint holds no trainer state (written by an older tessera?); cannot resume");
+    try {
+      const auto j = nlohmann::json::parse(text);
+      return {j.at("rng").get<std::string>(), j.at("best").get<double>(), j.at("bad_epochs").get<int64_t>()};
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": damaged trainer state (" + e.what() + ")");
+    }
+  }
+};
+
+// metrics.jsonl of a resumed run: lines after the checkpoint's step are from the part of
+// the killed run that is being redone; drop them (rewritten atomically).
+void truncate_metrics(const fs::path& metrics, int64_t step) {
+  std::ifstream in(metrics);
+  if (!in) return;
+  const fs::path tmp = metrics.string() + ".partial";
+  {
+    std::ofstream out(tmp);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      try {
+        if (nlohmann::json::parse(line).value("step", int64_t{0}) > step) continue;
+      } catch (const nlohmann::json::exception&) {
+        continue;  // a line cut by the kill
+      }
+      out << line << '\n';
+    }
+  }
+  fs::rename(tmp, metrics);
+}
+
+std::string step_checkpoint_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%06lld.pt", static_cast<long long>(step));
+  return name;
+}
+
+// Keeps the newest `keep` step-NNNNNN.pt files.
+void prune_step_checkpoints(const fs::path& dir, int keep) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && e.path().extension() == ".pt") files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i]);
+}
+
+double mean_foreground(const std::vector<double>& dice) {
+  double sum = 0;
+  int n = 0;
+  for (size_t c = dice.size() > 1 ? 1 : 0; c < dice.size(); ++c)
+    if (std::isfinite(dice[c])) {
+      sum += dice[c];
+      ++n;
+    }
+  return n ? sum / n : 0;
 }
 
 }  // namespace
@@ -210,46 +117,97 @@ void TrainOptions::validate(const UNetOptions& model) const {
   const int64_t a = unet_alignment(model);
   if (tile <= 0 || tile % a != 0)
     throw Error("train.tile " + std::to_string(tile) + ": must be a positive multiple of " + std::to_string(a));
+  for (const auto& c : curriculum) {
+    if (c.tile <= 0 || c.tile % a != 0)
+      throw Error("train.curriculum: tile " + std::to_string(c.tile) + " must be a positive multiple of " +
+                  std::to_string(a));
+    if (c.from_epoch < 0) throw Error("train.curriculum: epoch must be >= 0");
+  }
   if (batch < 1) throw Error("train.batch: must be >= 1");
+  if (accumulate < 1) throw Error("train.accumulate: must be >= 1");
   if (steps < 1) throw Error("train.steps: must be >= 1");
-  if (!(learning_rate > 0)) throw Error("train.learning_rate: must be > 0");
+  if (steps_per_epoch < 1) throw Error("train.steps_per_epoch: must be >= 1");
+  optimizer.validate();
+  if (grad_clip < 0) throw Error("train.grad_clip: must be >= 0");
   if (checkpoint_every < 1) throw Error("train.checkpoint_every: must be >= 1");
-  if (warmup_steps < 0) throw Error("train.warmup_steps: must be >= 0");
+  if (keep_last < 1) throw Error("train.keep_last: must be >= 1");
+  if (early_stopping < 0) throw Error("train.early_stopping: must be >= 0");
+  if (prefetch < 1) throw Error("train.prefetch: must be >= 1");
   if (foreground_fraction < 0 || foreground_fraction > 1) throw Error("train.foreground_fraction: must be in [0, 1]");
+  loss.validate(model.classes);
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }
 
+int64_t TrainOptions::tile_at_epoch(int64_t epoch) const {
+  int64_t t = tile, from = -1;
+  for (const auto& c : curriculum)
+    if (c.from_epoch <= epoch && c.from_epoch >= from) {
+      t = c.tile;
+      from = c.from_epoch;
+    }
+  return t;
+}
+
 TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-                  TrainHooks* hooks_in) {
+                  TrainHooks* hooks_in, const std::vector<TrainingPair>& validation) {
   TrainHooks one_process;
   TrainHooks& hooks = hooks_in ? *hooks_in : one_process;
   const bool writer = hooks.writes_outputs();
   const int replicas = hooks.replicas();
-  const int64_t global_batch = int64_t(options.batch) * replicas;
-  const double lr = options.scale_learning_rate ? options.learning_rate * replicas : options.learning_rate;
+  const int64_t global_batch = int64_t(options.batch) * replicas * options.accumulate;
+  OptimizerOptions opt = options.optimizer;
+  if (options.scale_learning_rate) opt.learning_rate *= replicas;
   const UNetOptions& model = net->options();
   options.validate(model);
   if (data.empty()) throw Error("train: no image/label pairs");
-  for (const auto& p : data) {
-    if (p.image->info().extent != p.labels->info().extent)
-      throw Error(p.labels->info().path + ": label size " + to_string(p.labels->info().extent) +
-                  " differs from image size " + to_string(p.image->info().extent) + " of " + p.image->info().path);
-    if (p.image->info().channels != model.in_channels)
-      throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
-                  " channels but the model expects " + std::to_string(model.in_channels));
+  for (const auto* set : {&data, &validation})
+    for (const auto& p : *set) {
+      if (p.image->info().extent != p.labels->info().extent)
+        throw Error(p.labels->info().path + ": label size " + to_string(p.labels->info().extent) +
+                    " differs from image size " + to_string(p.image->info().extent) + " of " + p.image->info().path);
+      if (p.image->info().channels != model.in_channels)
+        throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
+                    " channels but the model expects " + std::to_string(model.in_channels));
+    }
+  const fs::path checkpoints = fs::path(options.run_dir) / "checkpoints";
+  const std::string last = (checkpoints / "last.pt").string();
+  const std::string best_path = (checkpoints / "best.pt").string();
+  const fs::path metrics_path = fs::path(options.run_dir) / "metrics.jsonl";
+
+  detail::TileSampler sampler(data, model, options, meta.norm, hooks.replica(), replicas);
+  auto optimizer = make_optimizer(net->parameters(), opt);
+  int64_t first_step = 1;
+  ResumeState state;
+  if (!options.resume.empty()) {
+    LoadedCheckpoint ck = load_checkpoint(options.resume);
+    if (!(ck.meta.model == model))
+      throw Error(options.resume + ": checkpoint model differs from the configured one; cannot resume");
+    {
+      torch::NoGradGuard no_grad;
+      auto src = ck.net->named_parameters(), dst = net->named_parameters();
+      for (auto& p : dst) p.value().copy_(src[p.key()]);
+      auto sb = ck.net->named_buffers(), db = net->named_buffers();
+      for (auto& b : db) b.value().copy_(sb[b.key()]);
+    }
+    load_optimizer_state(options.resume, *optimizer);
+    state = ResumeState::from_json(options.resume, ck.meta.trainer_state);
+    sampler.set_rng_state(state.rng);
+    first_step = ck.meta.step + 1;
+    if (first_step > options.steps)
+      throw Error(options.resume + ": run already finished (step " + std::to_string(ck.meta.step) + " of " +
+                  std::to_string(options.steps) + ")");
   }
-  namespace fs = std::filesystem;
   std::ofstream metrics;
   if (writer) {
-    fs::create_directories(fs::path(options.run_dir) / "checkpoints");
-    metrics.open(fs::path(options.run_dir) / "metrics.jsonl", std::ios::app);
-    if (!metrics) throw Error(options.run_dir + "/metrics.jsonl: cannot open for writing");
+    fs::create_directories(checkpoints);
+    if (!options.resume.empty()) truncate_metrics(metrics_path, first_step - 1);
+    metrics.open(metrics_path, std::ios::app);
+    if (!metrics) throw Error(metrics_path.string() + ": cannot open for writing");
   }
 
-  TileSampler sampler(data, model, options);
-  sampler.set_normalization(meta.norm);
-  sampler.set_slice(hooks.replica(), replicas);
-  hooks.on_start(net);
+  // Resume state is broadcast implicitly: every replica loaded the same checkpoint, and a
+  // fresh run broadcasts replica 0's initialisation.
+  if (options.resume.empty()) hooks.on_start(net);
   // Synchronised batch norm sums its statistics through the hooks (identity for one process,
   // so one process runs the very same arithmetic); detached again however training ends.
   struct SyncGuard {
@@ -258,64 +216,142 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   } sync_guard{net};
   if (options.sync_batch_norm) net->synchronise_batch_norm([&hooks](torch::Tensor& t) { hooks.sum(t); });
   net->train();
-  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(lr));
-  const std::string last = (fs::path(options.run_dir) / "checkpoints" / "last.pt").string();
 
-  ProgressBar bar("train", options.steps, "steps", options.progress && writer);
+  // Batches are planned on this thread (one random stream) `prefetch` micro-batches ahead
+  // and read on the loader's thread. The sampler state saved with a checkpoint is the one
+  // before the first batch not yet consumed.
+  detail::BatchLoader loader(sampler);
+  std::deque<std::string> planned_states;
+  int64_t planned = (first_step - 1) * options.accumulate;  // micro-batches planned so far
+  const int64_t total_micro = options.steps * options.accumulate;
+  auto plan_more = [&] {
+    while (planned < total_micro && int64_t(planned_states.size()) < options.prefetch) {
+      const int64_t epoch = planned / options.accumulate / options.steps_per_epoch;
+      planned_states.push_back(sampler.rng_state());
+      loader.submit(sampler.plan(options.tile_at_epoch(epoch)));
+      ++planned;
+    }
+  };
+  plan_more();
+
+  ProgressBar bar("train", options.steps - first_step + 1, "steps", options.progress && writer);
   const auto start = std::chrono::steady_clock::now();
-  std::future<Sample> next = std::async(std::launch::async, [&] { return sampler.next(); });
   std::vector<double> losses;
-  for (int64_t step = 1; step <= options.steps; ++step) {
-    Sample s = next.get();
-    if (step < options.steps) next = std::async(std::launch::async, [&] { return sampler.next(); });
-    const double step_lr = options.warmup_steps > 0 ? lr * std::min(1.0, double(step) / double(options.warmup_steps)) : lr;
-    for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamOptions&>(group.options()).lr(step_lr);
-    optimizer.zero_grad();
-    auto logits = net->forward(s.input);
-    StepLoss loss = global_batch_loss(logits, s.target, options.loss, hooks);
-    const bool labelled = loss.labelled > 0;  // a batch without one labelled pixel teaches nothing
-    double value = std::numeric_limits<double>::quiet_NaN();
-    if (labelled) {
-      value = loss.value;
-      if (!std::isfinite(value))
-        throw Error("train: loss became " + std::to_string(value) + " at step " + std::to_string(step) +
+  TrainReport report;
+  report.best_validation = state.best;
+  int64_t tiles_done = 0, pixels_done = 0;
+  int64_t step = first_step;
+  for (; step <= options.steps; ++step) {
+    const int64_t epoch = (step - 1) / options.steps_per_epoch;
+    const double lr = learning_rate_at(opt, step, options.steps);
+    set_learning_rate(*optimizer, lr);
+    optimizer->zero_grad();
+    double step_loss = 0;
+    bool labelled = false;
+    for (int micro = 0; micro < options.accumulate; ++micro) {
+      Sample s = loader.take();
+      planned_states.pop_front();
+      plan_more();
+      auto logits = net->forward(s.input);
+      StepLoss loss = global_batch_loss(logits, s.target, options.loss, hooks);
+      tiles_done += s.target.size(0) * replicas;
+      pixels_done += s.target.numel() * replicas;
+      if (loss.labelled <= 0) continue;  // a batch without one labelled pixel teaches nothing
+      if (!std::isfinite(loss.value))
+        throw Error("train: loss became " + std::to_string(loss.value) + " at step " + std::to_string(step) +
                     " (learning rate " + std::to_string(lr) + " too high, or NaN in the input?)");
-      loss.for_backward.backward();
+      (loss.for_backward / double(options.accumulate)).backward();
+      step_loss += loss.value / options.accumulate;
+      labelled = true;
+    }
+    double value = std::numeric_limits<double>::quiet_NaN();
+    double grad_norm = 0;
+    if (labelled) {
+      value = step_loss;
       hooks.on_gradients(net);
-      optimizer.step();
+      if (options.grad_clip > 0) grad_norm = torch::nn::utils::clip_grad_norm_(net->parameters(), options.grad_clip);
+      optimizer->step();
       losses.push_back(value);
     }
     hooks.on_step(step, value);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double tiles_per_s = double(step * global_batch) / elapsed;
+    const double tiles_per_s = double(tiles_done) / elapsed;
     nlohmann::json j{{"step", step},
+                     {"epoch", epoch},
                      {"loss", labelled ? nlohmann::json(value) : nlohmann::json(nullptr)},
-                     {"lr", step_lr},
+                     {"lr", lr},
                      {"global_batch", global_batch},
+                     {"tile", options.tile_at_epoch(epoch)},
                      {"tiles_per_s", tiles_per_s},
-                     {"pixels_per_s", tiles_per_s * double(s.target[0].numel())},
+                     {"pixels_per_s", double(pixels_done) / elapsed},
                      {"elapsed_s", elapsed}};
+    if (options.grad_clip > 0) j["grad_norm"] = grad_norm;
     if (writer) {
       metrics << j.dump() << '\n';
       metrics.flush();
     }
-    char extra[64];
-    std::snprintf(extra, sizeof extra, "loss %.4f", value);
-    bar.update(step, extra);
-    if (writer && (step % options.checkpoint_every == 0 || step == options.steps)) {
+    char extra[96];
+    std::snprintf(extra, sizeof extra, "loss %.4f  %.1f tiles/s", value, tiles_per_s);
+    bar.update(step - first_step + 1, extra);
+
+    // End of an epoch: validate, keep the best, maybe stop.
+    const bool epoch_end = step % options.steps_per_epoch == 0 || step == options.steps;
+    bool improved = false, stop = false;
+    if (epoch_end && !validation.empty()) {
+      torch::Tensor confusion = detail::validation_confusion(net, validation, meta.norm,
+                                                             std::max<int64_t>(options.tile_at_epoch(epoch), 2 * options.tile),
+                                                             hooks.replica(), replicas);
+      net->use_contiguous();
+      net->train();
+      hooks.sum(confusion);
+      const std::vector<double> dice = detail::dice_from_confusion(confusion);
+      const double mean = mean_foreground(dice);
+      improved = mean > state.best;
+      if (improved) {
+        state.best = mean;
+        state.bad_epochs = 0;
+      } else {
+        ++state.bad_epochs;
+      }
+      stop = options.early_stopping > 0 && state.bad_epochs >= options.early_stopping;
+      report.best_validation = state.best;
+      if (writer) {
+        nlohmann::json v{{"step", step}, {"epoch", epoch}, {"val_mean_dice", mean}, {"best", state.best}};
+        for (auto& d : dice) v["val_dice"].push_back(std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr));
+        metrics << v.dump() << '\n';
+        metrics.flush();
+      }
+    }
+    if (writer && (step % options.checkpoint_every == 0 || step == options.steps || improved || stop)) {
       meta.step = step;
-      save_checkpoint(last, net, meta, &optimizer);
+      meta.epoch = epoch;
+      state.rng = planned_states.empty() ? sampler.rng_state() : planned_states.front();
+      meta.trainer_state = state.to_json();
+      save_checkpoint(last, net, meta, optimizer.get());
+      if (options.keep_last > 1) {
+        fs::copy_file(last, checkpoints / step_checkpoint_name(step), fs::copy_options::overwrite_existing);
+        prune_step_checkpoints(checkpoints, options.keep_last);
+      }
+      if (improved) {
+        save_checkpoint(best_path, net, meta, optimizer.get());
+        report.best_checkpoint = best_path;
+      }
+    }
+    if (stop) {
+      report.stopped_early = true;
+      ++step;
+      break;
     }
   }
   bar.finish();
 
-  TrainReport report;
-  report.steps = options.steps;
+  report.steps = step - first_step;
+  report.last_step = step - 1;
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const size_t tail = std::max<size_t>(1, losses.size() / 10);
   for (size_t i = losses.size() - std::min(tail, losses.size()); i < losses.size(); ++i) report.final_loss += losses[i];
   report.final_loss /= double(std::min(tail, std::max<size_t>(losses.size(), 1)));
-  report.tiles_per_second = double(options.steps * global_batch) / report.seconds;
+  report.tiles_per_second = double(tiles_done) / report.seconds;
   report.checkpoint = last;
   return report;
 }

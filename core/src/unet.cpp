@@ -164,6 +164,13 @@ void UNetImpl::use_channels_last() {
   channels_last_ = true;
 }
 
+void UNetImpl::use_contiguous() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : parameters())
+    if (!p.is_contiguous()) p.set_data(p.contiguous());
+  channels_last_ = false;
+}
+
 torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
   torch::Tensor y = x;
   for (int64_t d = 2; d < x.dim(); ++d) {

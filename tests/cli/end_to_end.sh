@@ -82,7 +82,8 @@ data:
 train: {tile: 64, batch: 2, steps: 6, checkpoint_every: 3, seed: 2}
 YAML
 "$T" train --config "$W/train.yaml" --no-progress >/dev/null 2>&1 && [ -f "$W/run/checkpoints/last.pt" ] \
-  && [ "$(wc -l < "$W/run/metrics.jsonl")" -eq 6 ] && pass "train wrote a checkpoint and 6 metrics lines" || fail "train"
+  && [ "$(grep -c '"loss"' "$W/run/metrics.jsonl")" -eq 6 ] && [ "$(grep -c '"val_dice"' "$W/run/metrics.jsonl")" -eq 1 ] \
+  && pass "train wrote a checkpoint, 6 step lines and 1 validation line" || fail "train: $(head -c 300 "$W/run/metrics.jsonl")"
 sed 's|run_dir: run|run_dir: run_same|; s|base_filters: 8,|base_filters: 8, padding: same,|; s|steps: 6|steps: 2|' "$W/train.yaml" > "$W/same.yaml"
 "$T" train --config "$W/same.yaml" --no-progress >/dev/null 2>&1 && [ -f "$W/run_same/checkpoints/last.pt" ] \
   && "$T" infer --checkpoint "$W/run_same/checkpoints/last.pt" --input "$S/scene.tif" --output "$W/pred_same.tif" \

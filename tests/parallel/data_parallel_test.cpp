@@ -64,7 +64,7 @@ torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_di
   o.tile = 16;
   o.batch = batch;
   o.steps = 5;
-  o.learning_rate = 1e-3;
+  o.optimizer.learning_rate = 1e-3;
   o.seed = 7;
   o.augment = augment;
   o.sync_batch_norm = sync_bn;

@@ -71,6 +71,13 @@ sys.exit(0 if rows and all(keys <= set(r) for r in rows) and rows[-1]["step"]==3
     && pass "rank $r telemetry has the schema, last step 3" || fail "rank $r telemetry: $(tail -1 "$f" 2>&1)"
 done
 
+echo "== a 2-rank checkpoint resumes on 4 ranks (replicated state)"
+$MPI -np 4 "$T" train --config "$W/train.yaml" --steps 5 --resume auto --no-progress > "$W/resume4.log" 2>&1 \
+  || fail "resume on 4 ranks: $(tail -3 "$W/resume4.log")"
+steps=$(/usr/bin/python3 -c 'import json,sys; print(",".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "loss" in l))' "$W/run/metrics.jsonl")
+[ "$steps" = "1,2,3,4,5" ] && grep -q '"global_batch":8' "$W/run/metrics.jsonl" \
+  && pass "resumed at step 4 on 4 ranks (global batch 8), steps $steps" || fail "steps after resume: $steps"
+
 echo "== a failing rank ends the job with its rank named"
 $MPI -np 2 "$T" train --config "$W/missing.yaml" > /dev/null 2> "$W/err.txt"; rc=$?
 [ $rc -ne 0 ] && grep -q "tessera: error: rank [01]: .*missing.yaml" "$W/err.txt" \

@@ -21,6 +21,9 @@ struct CheckpointMeta {
   std::vector<std::string> class_names;
   int64_t step = 0;
   int64_t epoch = 0;
+  /// The trainer's own state for resuming (JSON: sampler random state, validation history);
+  /// opaque to everyone else, empty in checkpoints not written by the trainer.
+  std::string trainer_state;
 };
 
 void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& meta,

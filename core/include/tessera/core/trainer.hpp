@@ -1,8 +1,15 @@
 #pragma once
-// Training for one process: random tiles from image/label pairs, Dice + cross-entropy,
-// Adam, metrics.jsonl, atomic checkpoints in RUN/checkpoints/. Tiles are the same
-// geometry inference uses (input S + r + 2ε, labels on the S + r output), so a valid
-// network trains on exactly what it predicts. Reading runs one batch ahead on a worker.
+// Training for one process (or one data-parallel replica, through TrainHooks): random tiles
+// from image/label pairs, a segmentation loss, a choice of optimisers and schedules,
+// metrics.jsonl, validation per epoch, atomic and resumable checkpoints in RUN/checkpoints/.
+// Tiles are the same geometry inference uses (input S + r + 2ε, labels on the S + r output),
+// so a valid network trains on exactly what it predicts. Reading runs ahead of the network
+// on a background thread through a bounded queue.
+//
+// Resume. A checkpoint holds the model, the optimiser state, the step, and the tile
+// sampler's random state as it was before the next batch was drawn; the schedule is a
+// function of the step. So `resume` continues a killed run with the same batches and the
+// same per-step losses as the uninterrupted run (same thread count; tests/core/trainer_test).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,33 +17,48 @@
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/image_source.hpp"
 #include "tessera/core/losses.hpp"
+#include "tessera/core/optim.hpp"
 #include "tessera/core/train_hooks.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
 
+/// From epoch `from_epoch` (0-based) on, train on tiles of inset side `tile`.
+struct CurriculumStage {
+  int64_t from_epoch = 0;
+  int64_t tile = 64;
+};
+
 struct TrainOptions {
   int64_t tile = 64;             ///< output inset side S of a training tile
-  int batch = 4;                 ///< tiles per step and replica (global batch = batch × replicas)
+  int batch = 4;                 ///< tiles per micro-batch and replica (global batch = batch × replicas)
+  int accumulate = 1;            ///< micro-batches per optimiser step (gradients averaged)
   int64_t steps = 300;           ///< optimiser steps
-  double learning_rate = 1e-3;   ///< Adam
+  int64_t steps_per_epoch = 100; ///< an epoch: validation, curriculum switches, early stopping
+  OptimizerOptions optimizer;    ///< kind, learning rate, warm-up and schedule
   /// Multiply the learning rate by the number of data-parallel replicas (linear scaling
   /// with the global batch). Off by default, so P ranks × batch b equal 1 rank × batch P·b.
   bool scale_learning_rate = false;
-  /// Linear warm-up: the learning rate grows from learning_rate / warmup_steps to its full
-  /// (possibly scaled) value over the first warmup_steps steps; 0 = none.
-  int64_t warmup_steps = 0;
+  double grad_clip = 0;          ///< max global L2 norm of the gradient; 0 = no clipping
+  std::vector<CurriculumStage> curriculum;  ///< tile sides by epoch; empty = `tile` throughout
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
   bool sync_batch_norm = false;  ///< batch-norm statistics over the global batch (all replicas)
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
+  int prefetch = 2;              ///< batches read ahead of the network (bounded queue)
   int64_t checkpoint_every = 100;
+  int keep_last = 1;             ///< also keep step-NNNNNN.pt for the last N checkpoints (1 = last.pt only)
+  int64_t early_stopping = 0;    ///< stop after this many epochs without a better validation Dice; 0 = off
   bool progress = true;
   std::string run_dir;           ///< where metrics.jsonl and checkpoints/ go (required)
+  /// A checkpoint of this run to continue from (usually RUN/checkpoints/last.pt); empty = start.
+  std::string resume;
   LossOptions loss;
 
   /// Throws tessera::Error naming the bad field.
   void validate(const UNetOptions& model) const;
+  /// The tile side at `epoch` (0-based), following the curriculum.
+  int64_t tile_at_epoch(int64_t epoch) const;
 };
 
 struct TrainingPair {
@@ -46,18 +68,25 @@ struct TrainingPair {
 };
 
 struct TrainReport {
-  int64_t steps = 0;
+  int64_t steps = 0;          ///< optimiser steps taken in this call (after a resume: from its step)
+  int64_t last_step = 0;      ///< the run's step count at the end
   double seconds = 0;
-  double final_loss = 0;   ///< mean loss over the last 10% of steps
+  double final_loss = 0;      ///< mean loss over the last 10% of steps
   double tiles_per_second = 0;
-  std::string checkpoint;  ///< path of the last checkpoint
+  double best_validation = -1;  ///< best mean foreground Dice on the validation regions; −1 = none
+  bool stopped_early = false;
+  std::string checkpoint;       ///< path of the last checkpoint
+  std::string best_checkpoint;  ///< RUN/checkpoints/best.pt when validated
 };
 
 /// Trains `net` in place. `meta` supplies the description stored with each checkpoint
-/// (model, normalisation, class names); its step is filled in. `hooks` (optional, not owned)
-/// make this process one replica of a data-parallel run (train_hooks.hpp); without them it
-/// trains alone. Only the replica whose hooks say writes_outputs() writes metrics and checkpoints.
+/// (model, normalisation, class names); its step is filled in. `validation` pairs (optional)
+/// are evaluated at the end of every epoch by tiled inference over their regions: per-class
+/// Dice over the whole validation set goes to metrics.jsonl, the best model to best.pt.
+/// `hooks` (optional, not owned) make this process one replica of a data-parallel run
+/// (train_hooks.hpp); without them it trains alone. Only the replica whose hooks say
+/// writes_outputs() writes metrics and checkpoints.
 TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-                  TrainHooks* hooks = nullptr);
+                  TrainHooks* hooks = nullptr, const std::vector<TrainingPair>& validation = {});
 
 }  // namespace tessera

@@ -75,6 +75,8 @@ class UNetImpl : public torch::nn::Module {
   /// Stores weights and runs activations channels-last (NHWC / NDHWC), the faster layout for
   /// CPU convolutions here; results are unchanged up to float rounding. For inference.
   void use_channels_last();
+  /// Back to the default contiguous (NCHW / NCDHW) layout, e.g. after a validation pass.
+  void use_contiguous();
 
  private:
   UNetOptions options_;

@@ -1,0 +1,241 @@
+// tessera plan --model PRESET --image W×H[×D] --devices N --device-memory GiB [--train|--infer]
+//              [--json] [--calibration FILE] [--throughput GFLOPS]
+// The layout for a model, an image and a set of devices: tile inset and tiling, pipeline
+// stages with their balance, micro-batches, data-parallel degree, predicted memory and time,
+// and which limit binds. The search and its models live in parallel/planner.hpp.
+//
+// tessera plan --calibrate --model PRESET: times forward + backward of the network on this
+// machine (LibTorch, one tile) and stores the sustained FLOP/s per model in the calibration
+// file (default ~/.cache/tessera/calibration.json), which later plans use for their times.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "commands.hpp"
+#include "model_options.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/layer_sequence.hpp"
+#include "tessera/core/unet.hpp"
+#include "tessera/parallel/planner.hpp"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  ModelFlags model;
+  std::string image;
+  int devices = 1;
+  double device_memory_gib = 16;
+  bool train = false, infer = false, json = false, calibrate = false;
+  std::string schedule = "1f1b";
+  std::optional<double> throughput_gflops;
+  std::string calibration;
+  int64_t calibration_tile = 128;
+  int threads = 2;
+};
+
+fs::path default_calibration_path() {
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : ".") / ".cache" / "tessera" / "calibration.json";
+}
+
+fs::path calibration_path(const Flags& f) { return f.calibration.empty() ? default_calibration_path() : fs::path(f.calibration); }
+
+// "W×H" or "W×H×D" ('x' or '×') → extent in axis order (y, x) or (z, y, x).
+Index parse_image(const std::string& text) {
+  std::string s = text;
+  for (size_t p; (p = s.find("×")) != std::string::npos;) s.replace(p, std::string("×").size(), "x");
+  Index wh;
+  size_t start = 0;
+  while (true) {
+    const size_t x = s.find('x', start);
+    const std::string part = s.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(part, &used);
+      if (used != part.size() || v < 1) throw std::invalid_argument(part);
+      wh.push_back(v);
+    } catch (const std::exception&) {
+      throw Error("--image: '" + text + "' is not W×H or W×H×D with positive integers");
+    }
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (wh.size() != 2 && wh.size() != 3) throw Error("--image: '" + text + "' must have 2 or 3 extents");
+  return Index(wh.rbegin(), wh.rend());
+}
+
+nlohmann::json read_calibration(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not a calibration file (" + e.what() + ")");
+  }
+}
+
+// Median seconds of forward + backward of one tile; FLOP/s = 3 × forward FLOPs / seconds.
+void calibrate(const Flags& f) {
+  const UNetOptions o = f.model.resolve();
+  torch::set_num_threads(f.threads);
+  const int64_t a = unet_alignment(o);
+  const int64_t inset = std::max<int64_t>(a, (f.calibration_tile + a - 1) / a * a);
+  const int64_t side = inset + unet_remainder(o) + 2 * unet_halo(o);
+  const LayerSequence seq = unet_layer_sequence(o, side);
+  torch::manual_seed(0);
+  UNet net(o);
+  std::vector<int64_t> shape{1, o.in_channels};
+  for (int d = 0; d < o.dims; ++d) shape.push_back(side);
+  const auto x = torch::randn(shape);
+  std::vector<double> seconds;
+  for (int i = 0; i < 4; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    net->zero_grad();
+    net->forward(x).square().mean().backward();
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    if (i > 0) seconds.push_back(dt.count());  // the first run warms up allocators
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double s = seconds[seconds.size() / 2];
+  const double flops = 3.0 * seq.flops() / s;
+  const fs::path path = calibration_path(f);
+  nlohmann::json j = read_calibration(path);
+  j["models"][f.model.preset] = {{"device_flops", flops}, {"input_side", side}, {"seconds_per_step", s},
+                                 {"threads", f.threads}, {"dims", o.dims}};
+  fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+  std::ofstream out(path);
+  if (!(out << j.dump(2) << '\n')) throw Error(path.string() + ": cannot write calibration");
+  std::printf("%s: forward + backward of a %lld-px tile in %.3f s = %.1f GFLOP/s; stored in %s\n", f.model.preset.c_str(),
+              (long long)side, s, flops / 1e9, path.string().c_str());
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+std::string axes(const Index& v) {
+  std::string s;
+  for (auto it = v.rbegin(); it != v.rend(); ++it) s += (s.empty() ? "" : " × ") + std::to_string(*it);
+  return s;
+}
+
+void run_plan(const Flags& f) {
+  if (f.image.empty()) throw Error("plan: --image is required (W×H or W×H×D)");
+  if (f.train && f.infer) throw Error("plan: give one of --train, --infer");
+  const UNetOptions o = f.model.resolve();
+  parallel::PlanOptions po(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30)));
+  if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
+  po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
+  std::string time_source = "default CPU figure";
+  if (f.throughput_gflops) {
+    po.with_device_flops(*f.throughput_gflops * 1e9);
+    time_source = "--throughput";
+  } else {
+    const fs::path path = calibration_path(f);
+    const nlohmann::json j = read_calibration(path);
+    if (j.contains("models") && j["models"].contains(f.model.preset)) {
+      po.with_device_flops(j["models"][f.model.preset].at("device_flops").get<double>());
+      time_source = "calibrated, " + path.string();
+    } else if (!f.calibration.empty()) {
+      throw Error(path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
+    }
+  }
+  const parallel::Layout L = parallel::plan(po);
+  const double gib = double(int64_t{1} << 30);
+  if (f.json) {
+    std::vector<double> stage_gib;
+    for (auto b : L.stage_memory_bytes) stage_gib.push_back(double(b) / gib);
+    nlohmann::json j{{"model", f.model.preset},
+                     {"image", Index(po.image.rbegin(), po.image.rend())},
+                     {"training", po.training},
+                     {"devices", po.devices},
+                     {"device_memory_bytes", po.device_memory_bytes},
+                     {"tile",
+                      {{"inset", L.tile_inset},
+                       {"alignment", L.alignment},
+                       {"input_side", L.tile_input_side},
+                       {"output_side", L.tile_output_side},
+                       {"tiles_per_axis", Index(L.tiles_per_axis.rbegin(), L.tiles_per_axis.rend())},
+                       {"tiles", L.tiles},
+                       {"halo_overhead", L.halo_overhead}}},
+                     {"pipeline",
+                      {{"stages", L.stages},
+                       {"balance", L.balance},
+                       {"strategy", "memory"},
+                       {"stage_first_layer", L.stage_first_layer},
+                       {"micro_batches", L.micro_batches},
+                       {"schedule", parallel::to_string(L.schedule)},
+                       {"bubble_fraction", L.bubble_fraction}}},
+                     {"data_parallel", L.data_parallel},
+                     {"devices_used", L.devices_used},
+                     {"memory",
+                      {{"stage_bytes", L.stage_memory_bytes},
+                       {"stage_gib", stage_gib},
+                       {"peak_bytes", L.peak_memory_bytes},
+                       {"peak_gib", double(L.peak_memory_bytes) / gib}}},
+                     {"time",
+                      {{"stage_seconds", L.stage_seconds},
+                       {"step_seconds", L.step_seconds},
+                       {"steps_per_pass", L.steps},
+                       {"pass_seconds", L.pass_seconds},
+                       {"device_flops", L.device_flops},
+                       {"source", time_source}}},
+                     {"reasons", L.reasons}};
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::printf("plan for %s on %s, %d devices × %.3g GiB, %s\n", f.model.preset.c_str(), axes(po.image).c_str(), po.devices,
+              f.device_memory_gib, po.training ? "training" : "inference");
+  std::printf("  tile inset T            %lld (multiple of %lld), input %lld, output %lld\n", (long long)L.tile_inset,
+              (long long)L.alignment, (long long)L.tile_input_side, (long long)L.tile_output_side);
+  std::printf("  tiling                  %s = %lld tiles, halo overhead E %.2f\n", axes(L.tiles_per_axis).c_str(),
+              (long long)L.tiles, L.halo_overhead);
+  std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
+  std::printf("  micro-batches M         %d (%s), bubble %.2f\n", L.micro_batches, parallel::to_string(L.schedule).c_str(),
+              L.bubble_fraction);
+  std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
+  std::printf("  peak memory per device  %.2f GiB\n", double(L.peak_memory_bytes) / gib);
+  std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
+              L.pass_seconds, (long long)L.steps, L.device_flops / 1e9, time_source.c_str());
+  std::printf("  stage  first layer        layers  memory GiB  seconds\n");
+  for (int s = 0; s < L.stages; ++s)
+    std::printf("  %5d  %-18s %6d  %10.3f  %7.3g\n", s, L.stage_first_layer[s].c_str(), L.balance[s],
+                double(L.stage_memory_bytes[s]) / gib, L.stage_seconds[s]);
+  std::printf("why:\n");
+  for (const auto& r : L.reasons) std::printf("  - %s\n", r.c_str());
+}
+
+}  // namespace
+
+void register_plan(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Choose tiling, pipeline stages, micro-batches and data parallelism for a "
+                                         "model, an image and a set of devices");
+  static Flags f;
+  f.model.add_to(cmd);
+  cmd->add_option("--image", f.image, "Image extent W×H or W×H×D (pixels/voxels)");
+  cmd->add_option("--devices", f.devices, "Number of devices (ranks)")->capture_default_str();
+  cmd->add_option("--device-memory", f.device_memory_gib, "Memory per device in GiB")->capture_default_str();
+  cmd->add_flag("--train", f.train, "Plan training (default)");
+  cmd->add_flag("--infer", f.infer, "Plan inference");
+  cmd->add_flag("--json", f.json, "Print the layout as JSON");
+  cmd->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b or gpipe")->capture_default_str();
+  cmd->add_option("--throughput", f.throughput_gflops, "Sustained GFLOP/s per device (overrides calibration)");
+  cmd->add_option("--calibration", f.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");
+  cmd->add_flag("--calibrate", f.calibrate, "Measure this machine's forward + backward speed for --model and store it");
+  cmd->add_option("--calibration-tile", f.calibration_tile, "Inset of the tile --calibrate times")->capture_default_str();
+  cmd->add_option("--threads", f.threads, "Intra-op threads for --calibrate")->capture_default_str();
+  cmd->callback([] { f.calibrate ? calibrate(f) : run_plan(f); });
+}
+
+}  // namespace tessera::cli

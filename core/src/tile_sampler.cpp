@@ -1,0 +1,210 @@
+#include "tile_sampler.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/tensor_io.hpp"
+
+namespace tessera::detail {
+
+TileSampler::TileSampler(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o,
+                         Normalization norm, int replica, int replicas)
+    : data_(data), model_(model), options_(o), norm_(std::move(norm)), replica_(replica), replicas_(replicas),
+      rng_(o.seed),
+      // `same` networks train on plain tiles (zero padding at their border, as usual for
+      // them); `valid` networks read the halo their output needs.
+      halo_(model.padding == Padding::kValid ? unet_halo(model) : 0) {
+  for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
+  if (o.foreground_fraction > 0) index_foreground();
+}
+
+// Every replica draws the whole global batch (same random stream) and keeps its slice.
+// Windows keep their halo inside the region where they can, so held-back pixels are not
+// read, except at the image border where the halo is reflected exactly as at inference.
+BatchPlan TileSampler::plan(int64_t tile) {
+  const int64_t side = tile + unet_remainder(model_);
+  BatchPlan plan;
+  const int global = options_.batch * replicas_;
+  const int first = options_.batch * replica_;
+  for (int b = 0; b < global; ++b) {
+    // Class-balanced draw: centre the tile on a labelled voxel of a random foreground class.
+    const Foreground* centre = nullptr;
+    if (!foreground_.empty() && std::bernoulli_distribution(options_.foreground_fraction)(rng_)) {
+      const auto& pool = foreground_[std::uniform_int_distribution<size_t>(0, foreground_.size() - 1)(rng_)];
+      centre = &pool[std::uniform_int_distribution<size_t>(0, pool.size() - 1)(rng_)];
+    }
+    std::discrete_distribution<size_t> pick(weights_.begin(), weights_.end());
+    TilePlan t;
+    t.pair = centre ? centre->pair : pick(rng_);
+    const TrainingPair& p = data_[t.pair];
+    const Index& extent = p.image->info().extent;
+    const int d = static_cast<int>(extent.size());
+    t.out = Box{Index(d), Index(d, side)};
+    for (int a = 0; a < d; ++a) {
+      const int64_t r0 = p.region.origin[a], r1 = p.region.origin[a] + p.region.size[a];
+      int64_t lo = r0 == 0 ? r0 : r0 + halo_;
+      int64_t hi = (r1 == extent[a] ? r1 : r1 - halo_) - side;
+      if (hi < lo) {  // region too small to keep the halo inside: relax, then clamp
+        lo = r0;
+        hi = r1 - side;
+      }
+      hi = std::max(lo, hi);
+      t.out.origin[a] = centre ? std::clamp(centre->at[a] - side / 2, lo, hi)
+                               : std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+    }
+    t.flips.assign(d, false);
+    if (options_.augment)
+      for (int a = 0; a < d; ++a) t.flips[a] = std::bernoulli_distribution(0.5)(rng_);
+    if (b >= first && b < first + options_.batch) plan.tiles.push_back(std::move(t));
+  }
+  return plan;
+}
+
+Sample TileSampler::load(const BatchPlan& plan) const {
+  std::vector<torch::Tensor> inputs, targets;
+  for (const TilePlan& t : plan.tiles) {
+    const TrainingPair& p = data_[t.pair];
+    const Index& extent = p.image->info().extent;
+    const int d = static_cast<int>(extent.size());
+    Box in = t.out;
+    for (int a = 0; a < d; ++a) {
+      in.origin[a] -= halo_;
+      in.size[a] += 2 * halo_;
+    }
+    Window w = read_window(*p.image, in, norm_);
+    torch::Tensor target = torch::full(t.out.size, options_.loss.ignore_index, torch::kInt64);
+    const Box inside = t.out.clipped(extent);
+    if (!inside.empty()) {
+      torch::Tensor view = target;
+      for (int a = 0; a < d; ++a) view = view.narrow(a, inside.origin[a] - t.out.origin[a], inside.size[a]);
+      view.copy_(read_labels(*p.labels, inside, model_.classes, options_.loss.ignore_index));
+    }
+    // Pixels without image data teach nothing.
+    torch::Tensor valid = w.valid;
+    if (model_.padding == Padding::kValid)
+      for (int a = 0; a < d; ++a) valid = valid.narrow(a, halo_, t.out.size[a]);
+    target.masked_fill_(valid.logical_not(), options_.loss.ignore_index);
+    torch::Tensor x = w.values;
+    for (int a = 0; a < d; ++a) {
+      if (t.flips[a]) {
+        x = x.flip({a + 1});
+        target = target.flip({a});
+      }
+    }
+    inputs.push_back(x);
+    targets.push_back(target);
+  }
+  return {torch::stack(inputs), torch::stack(targets)};
+}
+
+std::string TileSampler::rng_state() const {
+  std::ostringstream s;
+  s << rng_;
+  return s.str();
+}
+
+void TileSampler::set_rng_state(const std::string& state) {
+  std::istringstream s(state);
+  s >> rng_;
+  if (!s) throw Error("trainer state: damaged random state in the checkpoint");
+}
+
+// Per foreground class, a reservoir sample of its labelled pixels inside the regions,
+// read once in slabs (bounded memory whatever the image size).
+void TileSampler::index_foreground() {
+  constexpr size_t kPerClass = 50000;
+  std::vector<std::vector<Foreground>> pools(model_.classes);
+  std::vector<int64_t> seen(model_.classes, 0);
+  for (size_t k = 0; k < data_.size(); ++k) {
+    const Box& region = data_[k].region;
+    const int d = region.dims();
+    const int64_t slab = d == 2 ? 256 : 8;
+    for (int64_t s = region.origin[0]; s < region.origin[0] + region.size[0]; s += slab) {
+      Box b = region;
+      b.origin[0] = s;
+      b.size[0] = std::min(slab, region.origin[0] + region.size[0] - s);
+      const Block<float> l = data_[k].labels->read(b);
+      Index at(d);
+      for (int64_t i = 0; i < static_cast<int64_t>(l.data.size()); ++i) {
+        const float v = l.data[i];
+        if (!(v >= 1 && v < model_.classes)) continue;
+        const int c = static_cast<int>(v);
+        int64_t rest = i;
+        for (int a = d - 1; a >= 0; --a) {
+          at[a] = b.origin[a] + rest % b.size[a];
+          rest /= b.size[a];
+        }
+        const int64_t n = seen[c]++;
+        if (pools[c].size() < kPerClass) {
+          pools[c].push_back({k, at});
+        } else if (const int64_t j = std::uniform_int_distribution<int64_t>(0, n)(rng_); j < int64_t(kPerClass)) {
+          pools[c][j] = {k, at};
+        }
+      }
+    }
+  }
+  for (auto& pool : pools)
+    if (!pool.empty()) foreground_.push_back(std::move(pool));
+}
+
+BatchLoader::BatchLoader(const TileSampler& sampler) : sampler_(sampler), thread_([this] { work(); }) {}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void BatchLoader::submit(BatchPlan plan) {
+  {
+    std::lock_guard lock(mutex_);
+    plans_.push_back(std::move(plan));
+    ++in_flight_;
+  }
+  cv_.notify_all();
+}
+
+Sample BatchLoader::take() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return !ready_.empty() || error_; });
+  if (error_) std::rethrow_exception(error_);
+  Sample s = std::move(ready_.front());
+  ready_.pop_front();
+  --in_flight_;
+  return s;
+}
+
+size_t BatchLoader::pending() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+void BatchLoader::work() {
+  for (;;) {
+    BatchPlan plan;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [this] { return stop_ || !plans_.empty(); });
+      if (stop_) return;
+      plan = std::move(plans_.front());
+      plans_.pop_front();
+    }
+    try {
+      Sample s = sampler_.load(plan);
+      std::lock_guard lock(mutex_);
+      ready_.push_back(std::move(s));
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,172 @@
+#pragma once
+// Balancing a layer sequence (core/layer_sequence.hpp) over K pipeline stages, and the
+// planner that picks a whole layout — tile inset T, q × q (× q) tiling, stages K with their
+// balance, micro-batches M, data-parallel degree — from a model of memory and time.
+// Torch-free: plain arithmetic on LayerSequence; thread safe (no shared state).
+//
+// Stages hold consecutive layers [first, last]; a balance lists the layers per stage, e.g.
+// {14, 24, 30, 22, 12, 7}. Every stage is non-empty. Micro-batches carry one tile each.
+//
+// Stage memory model (bytes, one device), see stage_bytes():
+//   training:  Σ layer_bytes(layer, 1, true) over the stage's layers  (16 B per parameter:
+//              weights, gradients, Adam's two moments; plus what autograd keeps)
+//              + the activation received from the previous stage (the network input for
+//                stage 0), kept as the first layer's saved input
+//              + every skip tensor received from an earlier stage (cropped to what the
+//                concatenation consumes; skips are sent directly producer → consumer, so
+//                stages in between hold nothing), held until its gradient is sent back
+//              all of the per-sample terms × the micro-batches in flight: M for GPipe,
+//              min(M, K − s) for 1F1B stage s (0-based)
+//              + one transient working set, max over the stage's layers of input + output
+//                (the forward output or backward input-gradient being formed).
+//   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
+//              tensors the stage holds at that layer).
+// Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.
+// The cost of a stage depends only on its layers and its position from the end, so the DP
+// below is exact for it.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/geometry.hpp"
+#include "tessera/core/layer_sequence.hpp"
+
+namespace tessera::parallel {
+
+enum class BalanceStrategy { kNaive, kMemory, kTime };
+std::string to_string(BalanceStrategy s);
+BalanceStrategy parse_balance_strategy(const std::string& s);  ///< naive, memory, time
+
+enum class PipelineScheduleKind { kGPipe, kOneFOneB };
+std::string to_string(PipelineScheduleKind s);                  ///< gpipe, 1f1b
+PipelineScheduleKind parse_pipeline_schedule(const std::string& s);
+
+/// K consecutive non-empty stages over n layers and the cost each one has.
+struct Partition {
+  std::vector<int> sizes;           ///< layers per stage (the balance); Σ = n, each >= 1
+  std::vector<double> stage_costs;  ///< cost of each stage under the model used
+  double max_cost = 0;              ///< max of stage_costs
+
+  int stages() const { return static_cast<int>(sizes.size()); }
+  int first(int stage) const;  ///< index of the stage's first layer
+};
+
+/// Cost of one stage holding layers [first, last] (inclusive, 0-based) that is the
+/// `from_end`-th stage counted from the last one (1 = last stage). 1F1B memory depends on it.
+using StageCost = std::function<double(int first, int last, int from_end)>;
+
+/// Equal layer counts; the first n mod K stages get one layer more. Costs are left empty.
+/// Throws tessera::Error naming `stages` unless 1 <= stages <= layers.
+Partition balance_naive(int layers, int stages);
+
+/// The exact min-max partition: minimises the largest stage cost over every split of
+/// `layers` into `stages` consecutive non-empty stages (dynamic programming, O(K n²) cost
+/// calls). Ties go to the split whose first stage ends earliest. Throws like balance_naive.
+Partition min_max_partition(int layers, int stages, const StageCost& cost);
+
+/// The same DP for every K = 1 … k_max at once (element K − 1); k_max <= layers.
+std::vector<Partition> min_max_partitions(int layers, int k_max, const StageCost& cost);
+
+/// Min-max over measured (or predicted) per-layer times; stage time is their sum.
+Partition balance_by_time(const std::vector<double>& layer_seconds, int stages);
+
+struct StageMemoryOptions {
+  int micro_batches = 1;  ///< M
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  bool training = true;
+
+  StageMemoryOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
+  StageMemoryOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  StageMemoryOptions& with_training(bool t) { training = t; return *this; }
+  /// Micro-batches whose activations a stage holds at once.
+  int in_flight(int from_end) const;
+};
+
+/// Predicted peak bytes of the stage holding layers [first, last] (model in the header
+/// comment), excluding the per-process baseline.
+int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o);
+
+/// Min-max partition of stage_bytes: the memory-aware balance.
+Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o);
+
+/// Any strategy by name; `layer_seconds` is used by kTime only (one entry per layer).
+Partition balance(BalanceStrategy strategy, const LayerSequence& seq, int stages, const StageMemoryOptions& o,
+                  const std::vector<double>& layer_seconds = {});
+
+/// Per-layer predicted seconds for one sample from FLOPs and memory traffic:
+///   (flops / device_flops + 4·(in + out elements) / memory_bandwidth) × (3 if training).
+/// Backward ≈ twice forward, hence 3.
+std::vector<double> predicted_layer_seconds(const LayerSequence& seq, double device_flops,
+                                            double memory_bytes_per_second, bool training);
+
+/// What the planner is asked. Image extent per axis (y, x) or (z, y, x) in pixels/voxels.
+struct PlanOptions {
+  UNetOptions model;
+  Index image;
+  int devices = 1;
+  int64_t device_memory_bytes = int64_t{16} << 30;
+  bool training = true;
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  /// Sustained convolution FLOP/s of one device. Default: a conservative CPU figure (this
+  /// project's 2-core machine sustains ~100 GFLOP/s on unet-small inference); calibration
+  /// replaces it with a measured one.
+  double device_flops = 50e9;
+  double memory_bytes_per_second = 10e9;     ///< element-wise layers' traffic
+  double allreduce_bytes_per_second = 1e9;   ///< ring allreduce bus bandwidth between replicas
+  int64_t baseline_bytes = int64_t{256} << 20;  ///< per process: LibTorch, MPI buffers, allocator
+  int max_stages = 64;                       ///< K searched in 1 … min(this, layers, devices)
+  int max_micro_batches = 32;                ///< M searched in powers of two up to this
+  int max_tile_candidates = 96;              ///< aligned insets T tried (geometric subset if more)
+
+  PlanOptions(UNetOptions model_, Index image_, int devices_, int64_t device_memory_bytes_)
+      : model(std::move(model_)), image(std::move(image_)), devices(devices_),
+        device_memory_bytes(device_memory_bytes_) {}
+  PlanOptions& with_training(bool t) { training = t; return *this; }
+  PlanOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  PlanOptions& with_device_flops(double f) { device_flops = f; return *this; }
+  PlanOptions& with_memory_bytes_per_second(double b) { memory_bytes_per_second = b; return *this; }
+  PlanOptions& with_allreduce_bytes_per_second(double b) { allreduce_bytes_per_second = b; return *this; }
+  PlanOptions& with_baseline_bytes(int64_t b) { baseline_bytes = b; return *this; }
+  PlanOptions& with_max_stages(int k) { max_stages = k; return *this; }
+  PlanOptions& with_max_micro_batches(int m) { max_micro_batches = m; return *this; }
+
+  /// Throws tessera::Error naming the first bad field.
+  void validate() const;
+};
+
+/// The chosen layout and its predictions. Every field is set by plan().
+struct Layout {
+  int64_t tile_inset = 0;         ///< T: the inset each tile keeps, a multiple of `alignment`
+  int64_t alignment = 0;          ///< 2^(L−1)
+  int64_t tile_input_side = 0;    ///< T + r + 2ε read per tile
+  int64_t tile_output_side = 0;   ///< T + r computed per tile
+  Index tiles_per_axis;           ///< q per axis: ceil(N / T)
+  int64_t tiles = 0;              ///< Π q: tiles per pass over the image
+  double halo_overhead = 0;       ///< E = (T + r + 2ε)^D / T^D
+  int stages = 0;                 ///< K
+  std::vector<int> balance;       ///< layers per stage, memory-aware
+  std::vector<std::string> stage_first_layer;  ///< name of each stage's first layer
+  int micro_batches = 0;          ///< M (one tile each)
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  int data_parallel = 0;          ///< dp: pipeline replicas
+  int devices_used = 0;           ///< dp × K
+  std::vector<int64_t> stage_memory_bytes;  ///< predicted peak per stage device (baseline included)
+  int64_t peak_memory_bytes = 0;  ///< max of stage_memory_bytes
+  std::vector<double> stage_seconds;        ///< per micro-batch, forward (+ backward when training)
+  double bubble_fraction = 0;     ///< (K − 1) / (M + K − 1)
+  double step_seconds = 0;        ///< one step: (M + K − 1) · max stage time + allreduce
+  int64_t steps = 0;              ///< steps per pass over the image: ceil(tiles / (dp · M))
+  double pass_seconds = 0;        ///< steps × step_seconds: one epoch (training) or one image (inference)
+  double device_flops = 0;        ///< throughput the times assume
+  std::vector<std::string> reasons;  ///< which limits bind, one sentence each
+};
+
+/// Searches T over aligned insets, K = 1 …, M in {1, 2, 4, …} with the memory-aware
+/// balance, dp = min(⌊devices / K⌋, ⌈tiles / M⌉), and returns the layout with the least
+/// predicted pass time whose every stage fits device memory (ties: fewer devices, less
+/// memory). Throws tessera::Error naming `device_memory` when nothing fits, with the least
+/// memory any candidate needs.
+Layout plan(const PlanOptions& o);
+
+}  // namespace tessera::parallel

@@ -1,0 +1,413 @@
+#include "tessera/parallel/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::parallel {
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_stages(int layers, int stages) {
+  if (stages < 1 || stages > layers)
+    throw Error("pipeline stages: K = " + std::to_string(stages) + " must be in 1.." + std::to_string(layers) +
+                " (one layer at least per stage, " + std::to_string(layers) + " layers)");
+}
+
+double gib(double bytes) { return bytes / double(int64_t{1} << 30); }
+
+// The two parts of a stage's training memory: fixed (parameters, optimiser, one transient
+// working set) and per micro-batch in flight (what autograd keeps, received activation and
+// skips). Inference has only the fixed part.
+struct StageTerms {
+  int64_t fixed = 0;
+  int64_t per_flight = 0;
+};
+
+StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training) {
+  TESSERA_CHECK(first >= 0 && first <= last && last < seq.size());
+  StageTerms t;
+  int64_t work = 0;
+  for (int x = first; x <= last; ++x) {
+    const Layer& l = seq.layers[x];
+    t.fixed += layer_bytes(l, 1, training) - (training ? l.saved_bytes : 0);
+    if (training) t.per_flight += l.saved_bytes;
+    int64_t live = (l.in_elements + l.out_elements) * kFloatBytes;
+    if (!training) {
+      // Skips this stage holds at layer x (after their producer, up to and including the
+      // concatenation): those consumed here, whether produced here or received.
+      for (const auto& s : seq.skips)
+        if (s.consumer <= last && s.consumer >= first && s.producer < x && x <= s.consumer)
+          live += (s.producer >= first ? s.elements : s.cropped_elements) * kFloatBytes;
+    }
+    work = std::max(work, live);
+  }
+  t.fixed += work;
+  if (training) {
+    t.per_flight += seq.layers[first].in_elements * kFloatBytes;  // received activation / network input
+    for (const auto& s : seq.skips)
+      if (s.producer < first && s.consumer >= first && s.consumer <= last) t.per_flight += s.cropped_elements * kFloatBytes;
+  }
+  return t;
+}
+
+Partition from_sizes(std::vector<int> sizes, const StageCost& cost) {
+  Partition p;
+  p.sizes = std::move(sizes);
+  const int k = p.stages();
+  for (int s = 0, first = 0; s < k; first += p.sizes[s], ++s) {
+    p.stage_costs.push_back(cost(first, first + p.sizes[s] - 1, k - s));
+    p.max_cost = std::max(p.max_cost, p.stage_costs.back());
+  }
+  return p;
+}
+
+}  // namespace
+
+std::string to_string(BalanceStrategy s) {
+  switch (s) {
+    case BalanceStrategy::kNaive: return "naive";
+    case BalanceStrategy::kMemory: return "memory";
+    case BalanceStrategy::kTime: return "time";
+  }
+  return "?";
+}
+
+BalanceStrategy parse_balance_strategy(const std::string& s) {
+  if (s == "naive") return BalanceStrategy::kNaive;
+  if (s == "memory") return BalanceStrategy::kMemory;
+  if (s == "time") return BalanceStrategy::kTime;
+  throw Error("balance: '" + s + "' is not one of naive, memory, time");
+}
+
+std::string to_string(PipelineScheduleKind s) { return s == PipelineScheduleKind::kGPipe ? "gpipe" : "1f1b"; }
+
+PipelineScheduleKind parse_pipeline_schedule(const std::string& s) {
+  if (s == "gpipe") return PipelineScheduleKind::kGPipe;
+  if (s == "1f1b") return PipelineScheduleKind::kOneFOneB;
+  throw Error("schedule: '" + s + "' is not one of gpipe, 1f1b");
+}
+
+int Partition::first(int stage) const {
+  TESSERA_CHECK(stage >= 0 && stage < stages());
+  int f = 0;
+  for (int s = 0; s < stage; ++s) f += sizes[s];
+  return f;
+}
+
+Partition balance_naive(int layers, int stages) {
+  check_stages(layers, stages);
+  Partition p;
+  for (int s = 0; s < stages; ++s) p.sizes.push_back(layers / stages + (s < layers % stages ? 1 : 0));
+  return p;
+}
+
+std::vector<Partition> min_max_partitions(int n, int k_max, const StageCost& cost) {
+  check_stages(n, k_max);
+  // g[k][i]: least max cost of layers i … n−1 in k stages, the first of which is the k-th
+  // from the end; end[k][i]: where that first stage ends. Needs n − i >= k.
+  std::vector<std::vector<double>> g(k_max + 1, std::vector<double>(n + 1, kInf));
+  std::vector<std::vector<int>> end(k_max + 1, std::vector<int>(n + 1, -1));
+  g[0][n] = 0;
+  for (int k = 1; k <= k_max; ++k)
+    for (int i = n - k; i >= 0; --i)
+      for (int j = i; j <= n - k; ++j) {
+        if (g[k - 1][j + 1] == kInf) continue;
+        const double c = std::max(cost(i, j, k), g[k - 1][j + 1]);
+        if (c < g[k][i]) {
+          g[k][i] = c;
+          end[k][i] = j;
+        }
+      }
+  std::vector<Partition> out;
+  for (int k = 1; k <= k_max; ++k) {
+    std::vector<int> sizes;
+    for (int i = 0, r = k; r > 0; --r) {
+      const int j = end[r][i];
+      TESSERA_CHECK(j >= i);
+      sizes.push_back(j - i + 1);
+      i = j + 1;
+    }
+    out.push_back(from_sizes(std::move(sizes), cost));
+  }
+  return out;
+}
+
+Partition min_max_partition(int layers, int stages, const StageCost& cost) {
+  check_stages(layers, stages);
+  return std::move(min_max_partitions(layers, stages, cost).back());
+}
+
+Partition balance_by_time(const std::vector<double>& layer_seconds, int stages) {
+  const int n = static_cast<int>(layer_seconds.size());
+  check_stages(n, stages);
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + layer_seconds[i];
+  return min_max_partition(n, stages, [&](int f, int l, int) { return prefix[l + 1] - prefix[f]; });
+}
+
+int StageMemoryOptions::in_flight(int from_end) const {
+  if (!training) return 1;
+  return schedule == PipelineScheduleKind::kGPipe ? micro_batches : std::min(micro_batches, from_end);
+}
+
+int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
+  const StageTerms t = stage_terms(seq, first, last, o.training);
+  return t.fixed + o.in_flight(from_end) * t.per_flight;
+}
+
+Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o) {
+  return min_max_partition(seq.size(), stages,
+                           [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, o)); });
+}
+
+Partition balance(BalanceStrategy strategy, const LayerSequence& seq, int stages, const StageMemoryOptions& o,
+                  const std::vector<double>& layer_seconds) {
+  switch (strategy) {
+    case BalanceStrategy::kNaive: {
+      Partition p = balance_naive(seq.size(), stages);
+      return from_sizes(p.sizes, [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, o)); });
+    }
+    case BalanceStrategy::kMemory: return balance_by_memory(seq, stages, o);
+    case BalanceStrategy::kTime:
+      if (static_cast<int>(layer_seconds.size()) != seq.size())
+        throw Error("balance: time strategy needs one time per layer (" + std::to_string(seq.size()) + "), got " +
+                    std::to_string(layer_seconds.size()));
+      return balance_by_time(layer_seconds, stages);
+  }
+  throw Error("balance: unknown strategy");
+}
+
+std::vector<double> predicted_layer_seconds(const LayerSequence& seq, double device_flops,
+                                            double memory_bytes_per_second, bool training) {
+  std::vector<double> t;
+  for (const auto& l : seq.layers)
+    t.push_back((l.flops / device_flops +
+                 double((l.in_elements + l.out_elements) * kFloatBytes) / memory_bytes_per_second) *
+                (training ? 3.0 : 1.0));
+  return t;
+}
+
+void PlanOptions::validate() const {
+  model.validate();
+  auto bad = [](const std::string& field, const std::string& why) { throw Error("plan: " + field + ": " + why); };
+  if (static_cast<int>(image.size()) != model.dims)
+    bad("image", "has " + std::to_string(image.size()) + " axes but the model is " + std::to_string(model.dims) + "-D");
+  for (int64_t n : image)
+    if (n < 1) bad("image", "every extent must be >= 1");
+  if (devices < 1) bad("devices", "must be >= 1, got " + std::to_string(devices));
+  if (device_memory_bytes < 1) bad("device_memory", "must be > 0");
+  if (!(device_flops > 0)) bad("device_flops", "must be > 0");
+  if (!(memory_bytes_per_second > 0)) bad("memory_bytes_per_second", "must be > 0");
+  if (!(allreduce_bytes_per_second > 0)) bad("allreduce_bytes_per_second", "must be > 0");
+  if (baseline_bytes < 0) bad("baseline_bytes", "must be >= 0");
+  if (max_stages < 1) bad("max_stages", "must be >= 1");
+  if (max_micro_batches < 1) bad("max_micro_batches", "must be >= 1");
+  if (max_tile_candidates < 2) bad("max_tile_candidates", "must be >= 2");
+}
+
+namespace {
+
+// Aligned insets from the alignment up to the largest image axis (rounded up); a geometric
+// subset when there are more than `limit`. Independent of memory, so more memory can only
+// add feasible candidates.
+std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a) {
+  const int64_t largest = *std::max_element(o.image.begin(), o.image.end());
+  const int64_t top = (largest + a - 1) / a;  // in units of a
+  std::vector<int64_t> units;
+  if (top <= o.max_tile_candidates) {
+    for (int64_t m = 1; m <= top; ++m) units.push_back(m);
+  } else {
+    const double ratio = std::pow(double(top), 1.0 / double(o.max_tile_candidates - 1));
+    double m = 1;
+    for (int i = 0; i < o.max_tile_candidates; ++i, m *= ratio) {
+      const auto u = std::min<int64_t>(top, std::llround(m));
+      if (units.empty() || u > units.back()) units.push_back(u);
+    }
+    if (units.back() != top) units.push_back(top);
+  }
+  std::vector<int64_t> sides;
+  for (int64_t u : units) sides.push_back(u * a);
+  return sides;
+}
+
+struct Candidate {
+  int t = -1, m = 0, k = 0;  // indices: tile candidate, micro-batches value, stages
+  double pass = kInf, step = 0, max_stage_seconds = 0;
+  int dp = 0;
+  int64_t steps = 0, peak = 0, tiles = 0;
+  Partition memory;  // stage costs in bytes without baseline
+  std::vector<double> stage_seconds;
+};
+
+bool better(const Candidate& a, const Candidate& b) {
+  if (a.pass != b.pass) return a.pass < b.pass;
+  if (a.dp * a.k != b.dp * b.k) return a.dp * a.k < b.dp * b.k;
+  return a.peak < b.peak;
+}
+
+}  // namespace
+
+Layout plan(const PlanOptions& o) {
+  o.validate();
+  const UNetOptions& model = o.model;
+  const int d = model.dims;
+  const int64_t a = unet_alignment(model), r = unet_remainder(model), eps = unet_halo(model);
+  const auto sides = tile_candidates(o, a);
+  std::vector<int> micro;
+  for (int m = 1; m <= o.max_micro_batches; m *= 2) micro.push_back(m);
+
+  const int64_t limit = o.device_memory_bytes;
+  // max_cost[t][m][k-1]: the memory-balanced largest stage (bytes, baseline included).
+  std::vector<std::vector<std::vector<double>>> max_cost(sides.size());
+  Candidate best;
+  double least_memory = kInf;
+  std::string least_memory_at;
+
+  for (size_t t = 0; t < sides.size(); ++t) {
+    const int64_t T = sides[t];
+    LayerSequence seq;
+    try {
+      seq = unet_layer_sequence(model, T + r + 2 * eps);
+    } catch (const Error&) {
+      max_cost[t].assign(micro.size(), {});
+      continue;  // e.g. a `same` network whose input side is odd before a pooling
+    }
+    const int n = seq.size();
+    const int k_max = std::min({n, o.devices, o.max_stages});
+    std::vector<StageTerms> terms(size_t(n) * n);
+    for (int i = 0; i < n; ++i)
+      for (int j = i; j < n; ++j) terms[size_t(i) * n + j] = stage_terms(seq, i, j, o.training);
+    const auto seconds = predicted_layer_seconds(seq, o.device_flops, o.memory_bytes_per_second, o.training);
+    std::vector<double> prefix(n + 1, 0.0);
+    std::vector<int64_t> param_prefix(n + 1, 0);
+    for (int i = 0; i < n; ++i) {
+      prefix[i + 1] = prefix[i] + seconds[i];
+      param_prefix[i + 1] = param_prefix[i] + seq.layers[i].params;
+    }
+    int64_t tiles = 1;
+    for (int64_t extent : o.image) tiles *= (extent + T - 1) / T;
+
+    max_cost[t].resize(micro.size());
+    for (size_t mi = 0; mi < micro.size(); ++mi) {
+      const int M = micro[mi];
+      if (M > 1 && M > tiles) break;
+      const StageMemoryOptions mo = StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);
+      const StageCost cost = [&](int f, int l, int e) {
+        const StageTerms& s = terms[size_t(f) * n + l];
+        return double(o.baseline_bytes + s.fixed + mo.in_flight(e) * s.per_flight);
+      };
+      auto parts = min_max_partitions(n, k_max, cost);
+      for (int K = 1; K <= k_max; ++K) {
+        Partition& p = parts[K - 1];
+        max_cost[t][mi].push_back(p.max_cost);
+        if (p.max_cost < least_memory) {
+          least_memory = p.max_cost;
+          least_memory_at = fmt::format("T = {}, K = {}, M = {}", T, K, M);
+        }
+        if (p.max_cost > double(limit)) continue;
+        Candidate c;
+        c.t = int(t);
+        c.m = int(mi);
+        c.k = K;
+        c.tiles = tiles;
+        c.dp = int(std::min<int64_t>(o.devices / K, (tiles + M - 1) / M));
+        c.steps = (tiles + int64_t(c.dp) * M - 1) / (int64_t(c.dp) * M);
+        double allreduce = 0;
+        for (int s = 0, f = 0; s < K; f += p.sizes[s], ++s) {
+          c.stage_seconds.push_back(prefix[f + p.sizes[s]] - prefix[f]);
+          c.max_stage_seconds = std::max(c.max_stage_seconds, c.stage_seconds.back());
+          if (o.training && c.dp > 1) {
+            const double bytes = double(param_prefix[f + p.sizes[s]] - param_prefix[f]) * kFloatBytes;
+            allreduce = std::max(allreduce, 2.0 * (c.dp - 1) / c.dp * bytes / o.allreduce_bytes_per_second);
+          }
+        }
+        c.step = double(M + K - 1) * c.max_stage_seconds + allreduce;
+        c.pass = double(c.steps) * c.step;
+        c.peak = int64_t(p.max_cost);
+        c.memory = std::move(p);
+        if (better(c, best)) best = std::move(c);
+      }
+    }
+  }
+
+  if (best.t < 0) {
+    if (least_memory == kInf) throw Error("plan: image: no tile inset gives a valid input side for this model");
+    throw Error(fmt::format("plan: device_memory: nothing fits in {:.3g} GiB per device; the least any layout needs is "
+                            "{:.3g} GiB ({}, baseline {:.3g} GiB included)",
+                            gib(double(limit)), gib(least_memory), least_memory_at, gib(double(o.baseline_bytes))));
+  }
+
+  // The layout, then the reasons.
+  const int64_t T = sides[best.t];
+  const int M = micro[best.m], K = best.k;
+  const LayerSequence seq = unet_layer_sequence(model, T + r + 2 * eps);
+  Layout L;
+  L.tile_inset = T;
+  L.alignment = a;
+  L.tile_input_side = T + r + 2 * eps;
+  L.tile_output_side = T + r;
+  for (int64_t extent : o.image) L.tiles_per_axis.push_back((extent + T - 1) / T);
+  L.tiles = best.tiles;
+  L.halo_overhead = std::pow(double(L.tile_input_side) / double(T), d);
+  L.stages = K;
+  L.balance = best.memory.sizes;
+  for (int s = 0; s < K; ++s) L.stage_first_layer.push_back(seq.layers[best.memory.first(s)].name);
+  L.micro_batches = M;
+  L.schedule = o.schedule;
+  L.data_parallel = best.dp;
+  L.devices_used = best.dp * K;
+  for (double c : best.memory.stage_costs) L.stage_memory_bytes.push_back(int64_t(c));
+  L.peak_memory_bytes = best.peak;
+  L.stage_seconds = best.stage_seconds;
+  L.bubble_fraction = double(K - 1) / double(M + K - 1);
+  L.step_seconds = best.step;
+  L.steps = best.steps;
+  L.pass_seconds = best.pass;
+  L.device_flops = o.device_flops;
+
+  auto& why = L.reasons;
+  const auto& costs = max_cost[best.t][best.m];
+  why.push_back(fmt::format("memory: the largest stage needs {:.2f} GiB of {:.2f} GiB ({:.0f}%)", gib(double(L.peak_memory_bytes)),
+                            gib(double(limit)), 100.0 * double(L.peak_memory_bytes) / double(limit)));
+  if (K > 1 && costs[K - 2] > double(limit))
+    why.push_back(fmt::format("memory binds the pipeline: with K = {} stages the largest would need {:.2f} GiB, so "
+                              "the network is cut into {} stages",
+                              K - 1, gib(costs[K - 2]), K));
+  const bool larger_tile_exists = size_t(best.t) + 1 < sides.size();
+  if (larger_tile_exists) {
+    const auto& next = max_cost[best.t + 1];
+    const bool next_fits = best.m < int(next.size()) && K <= int(next[best.m].size()) && next[best.m][K - 1] <= double(limit);
+    if (!next_fits && best.m < int(next.size()) && K <= int(next[best.m].size()))
+      why.push_back(fmt::format("memory binds the tile: inset {} would need {:.2f} GiB with the same K and M", sides[best.t + 1],
+                                gib(next[best.m][K - 1])));
+  } else {
+    why.push_back("image binds the tile: the inset covers the largest image axis");
+  }
+  why.push_back(fmt::format("halo overhead: E = ({} / {})^{} = {:.2f} input pixels read per pixel kept{}", L.tile_input_side,
+                            T, d, L.halo_overhead,
+                            larger_tile_exists ? "; larger insets lower E but leave fewer tiles to spread" : ""));
+  const int64_t by_tiles = (L.tiles + M - 1) / M;
+  if (best.dp == by_tiles && L.devices_used < o.devices)
+    why.push_back(fmt::format("tiles bind: {} tiles per pass with M = {} give work to dp = {} replicas; {} of {} devices idle",
+                              L.tiles, M, best.dp, o.devices - L.devices_used, o.devices));
+  if (best.dp == o.devices / K)
+    why.push_back(fmt::format("devices bind: dp = floor({} / {}) = {} replicas, {} step(s) per pass", o.devices, K, best.dp,
+                              L.steps));
+  if (K == 1)
+    why.push_back("pipeline: none needed, one device holds a whole tile");
+  else
+    why.push_back(fmt::format("pipeline: K = {} ({} schedule), bubble (K − 1)/(M + K − 1) = {:.2f}", K, to_string(o.schedule),
+                              L.bubble_fraction));
+  why.push_back(fmt::format("time: {:.3g} s per pass at {:.3g} GFLOP/s per device ({})", L.pass_seconds,
+                            o.device_flops / 1e9, o.training ? "forward + backward = 3 × forward FLOPs" : "forward only"));
+  return L;
+}
+
+}  // namespace tessera::parallel

@@ -1,0 +1,211 @@
+// The trainer: resume after a crash continues the same run, schedules follow their formulas,
+// curriculum, checkpoint retention, validation and early stopping.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "memory_image.hpp"
+#include "tessera/core/trainer.hpp"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::MemoryImage;
+
+// Two bands with structure, three classes from a formula the network can learn.
+struct Scene {
+  MemoryImage image{Index{96, 96}, 2, [](int c, const Index& at) {
+                      const float y = float(at[0]), x = float(at[1]);
+                      return c == 0 ? std::sin(x / 7.f) + 0.1f * std::cos(y / 3.f) : std::cos((x + y) / 11.f);
+                    }};
+  MemoryImage labels{Index{96, 96}, 1, [](int, const Index& at) {
+                       const float y = float(at[0]), x = float(at[1]);
+                       return std::sin(x / 7.f) > 0.3f ? 1.f : (std::cos((x + y) / 11.f) > 0.5f ? 2.f : 0.f);
+                     }};
+};
+
+std::string fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("tessera-trainer-test-" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+TrainOptions options(const std::string& run_dir) {
+  TrainOptions o;
+  o.tile = 16;
+  o.batch = 2;
+  o.accumulate = 2;
+  o.steps = 12;
+  o.steps_per_epoch = 4;
+  o.optimizer.learning_rate = 3e-3;
+  o.optimizer.schedule = ScheduleKind::kCosine;
+  o.optimizer.warmup_steps = 2;
+  o.grad_clip = 1.0;
+  o.foreground_fraction = 0.5;
+  o.seed = 11;
+  o.checkpoint_every = 3;
+  o.progress = false;
+  o.run_dir = run_dir;
+  return o;
+}
+
+CheckpointMeta meta_for(const UNet& net) {
+  CheckpointMeta meta;
+  meta.model = net->options();
+  meta.norm = {{0.f, 0.f}, {1.f, 1.f}};
+  meta.class_names = {"background", "a", "b"};
+  return meta;
+}
+
+UNetOptions tiny() { return unet_preset("unet-tiny").with_in_channels(2).with_classes(3).with_base_filters(4); }
+
+// step → loss from metrics.jsonl (step lines only).
+std::map<int64_t, double> losses(const std::string& run_dir) {
+  std::map<int64_t, double> out;
+  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("loss") && !j["loss"].is_null()) out[j["step"]] = j["loss"];
+  }
+  return out;
+}
+
+// Hooks of a process that dies after a given step (before that step's checkpoint).
+class CrashAfter final : public TrainHooks {
+ public:
+  explicit CrashAfter(int64_t step) : step_(step) {}
+  void on_step(int64_t step, double) override {
+    if (step == step_) throw std::runtime_error("simulated crash");
+  }
+
+ private:
+  int64_t step_;
+};
+
+TEST(Trainer, ResumedRunHasTheLossesOfTheUninterruptedRun) {
+  Scene s;
+  const std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {96, 64}}}};
+  const std::vector<TrainingPair> validation{{&s.image, &s.labels, Box{{0, 64}, {96, 32}}}};
+
+  const std::string whole = fresh_dir("whole");
+  torch::manual_seed(1);
+  UNet a(tiny());
+  const TrainReport ra = train(a, pairs, options(whole), meta_for(a), nullptr, validation);
+  EXPECT_EQ(ra.last_step, 12);
+
+  const std::string killed = fresh_dir("killed");
+  torch::manual_seed(1);
+  UNet b(tiny());
+  CrashAfter crash(8);  // last checkpoint: step 6, mid-epoch 2; steps 7 and 8 are redone
+  EXPECT_THROW(train(b, pairs, options(killed), meta_for(b), &crash, validation), std::runtime_error);
+  EXPECT_EQ(read_checkpoint_meta(killed + "/checkpoints/last.pt").step, 6);
+  EXPECT_EQ(losses(killed).size(), 7u);  // died before writing step 8
+
+  torch::manual_seed(999);  // a different initialisation: everything must come from the checkpoint
+  UNet c(tiny());
+  TrainOptions o = options(killed);
+  o.resume = killed + "/checkpoints/last.pt";
+  const TrainReport rc = train(c, pairs, o, meta_for(c), nullptr, validation);
+  EXPECT_EQ(rc.steps, 6);
+  EXPECT_EQ(rc.last_step, 12);
+
+  const auto expected = losses(whole), got = losses(killed);
+  ASSERT_EQ(expected.size(), 12u);
+  ASSERT_EQ(got.size(), 12u);
+  for (const auto& [step, loss] : expected) EXPECT_EQ(got.at(step), loss) << "step " << step;
+  auto pa = a->parameters(), pc = c->parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i], pc[i])) << "parameter " << i;
+  EXPECT_DOUBLE_EQ(rc.best_validation, ra.best_validation);
+}
+
+TEST(Trainer, SchedulesFollowTheirFormulas) {
+  OptimizerOptions o;
+  o.learning_rate = 0.1;
+  o.warmup_steps = 10;
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 1, 110), 0.01);
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 5, 110), 0.05);
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 50, 110), 0.1);
+  o.schedule = ScheduleKind::kCosine;
+  EXPECT_NEAR(learning_rate_at(o, 60, 110), 0.05, 1e-12);  // half way through the 100 steps after warm-up
+  EXPECT_NEAR(learning_rate_at(o, 35, 110), 0.1 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25)), 1e-12);
+  EXPECT_NEAR(learning_rate_at(o, 110, 110), 0.0, 1e-12);
+  o.schedule = ScheduleKind::kPolynomial;
+  o.power = 2;
+  EXPECT_NEAR(learning_rate_at(o, 60, 110), 0.1 * 0.25, 1e-12);
+  o.schedule = ScheduleKind::kStep;
+  o.step_size = 30;
+  o.gamma = 0.5;
+  EXPECT_NEAR(learning_rate_at(o, 39, 110), 0.1, 1e-12);
+  EXPECT_NEAR(learning_rate_at(o, 40, 110), 0.05, 1e-12);
+  EXPECT_NEAR(learning_rate_at(o, 100, 110), 0.0125, 1e-12);
+}
+
+TEST(Trainer, EveryOptimiserLowersTheLoss) {
+  Scene s;
+  const std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {96, 96}}}};
+  for (const char* name : {"adam", "adamw", "sgd", "rmsprop"}) {
+    torch::manual_seed(2);
+    UNet net(tiny());
+    TrainOptions o = options(fresh_dir(std::string("opt-") + name));
+    o.optimizer.kind = parse_optimizer_kind(name);
+    o.optimizer.schedule = ScheduleKind::kConstant;
+    o.optimizer.learning_rate = std::string(name) == "sgd" ? 0.05 : 3e-3;
+    o.steps = 40;
+    o.steps_per_epoch = 40;
+    o.grad_clip = 0;
+    train(net, pairs, o, meta_for(net));
+    const auto l = losses(o.run_dir);
+    double first = 0, end = 0;
+    for (int64_t k = 1; k <= 5; ++k) first += l.at(k) / 5;
+    for (int64_t k = 36; k <= 40; ++k) end += l.at(k) / 5;
+    EXPECT_LT(end, 0.9 * first) << name;
+  }
+}
+
+TEST(Trainer, CurriculumKeepsAndBestAndEarlyStopping) {
+  Scene s;
+  const std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {96, 64}}}};
+  const std::vector<TrainingPair> validation{{&s.image, &s.labels, Box{{0, 64}, {96, 32}}}};
+  torch::manual_seed(3);
+  UNet net(tiny());
+  TrainOptions o = options(fresh_dir("curriculum"));
+  o.curriculum = {{0, 16}, {1, 32}};
+  o.keep_last = 2;
+  o.checkpoint_every = 2;
+  o.optimizer.learning_rate = 1e-12;  // nothing improves after the first epoch
+  o.optimizer.warmup_steps = 0;
+  o.early_stopping = 2;
+  o.steps = 40;
+  const TrainReport r = train(net, pairs, o, meta_for(net), nullptr, validation);
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.last_step, 12);  // epoch 1 sets the best, epochs 2 and 3 do not beat it
+  EXPECT_TRUE(fs::exists(r.best_checkpoint));
+  EXPECT_EQ(read_checkpoint_meta(r.best_checkpoint).step, 4);
+  int step_files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(o.run_dir) / "checkpoints"))
+    step_files += e.path().filename().string().rfind("step-", 0) == 0;
+  EXPECT_EQ(step_files, 2);
+  std::ifstream in(fs::path(o.run_dir) / "metrics.jsonl");
+  int validations = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("val_mean_dice")) {
+      ++validations;
+      EXPECT_EQ(j["val_dice"].size(), 3u);
+    } else {
+      EXPECT_EQ(j["tile"].get<int64_t>(), j["step"].get<int64_t>() <= 4 ? 16 : 32);
+    }
+  }
+  EXPECT_EQ(validations, 3);
+}
+
+}  // namespace
+}  // namespace tessera

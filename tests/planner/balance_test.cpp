@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "tessera/core/error.hpp"
+#include "tessera/parallel/planner.hpp"
+
+namespace tessera::parallel {
+namespace {
+
+// Every split of n layers into k consecutive non-empty stages, by enumerating the k − 1 cut
+// positions: the independent reference for the DP.
+double brute_force(int n, int k, const StageCost& cost, std::vector<int>* best_sizes = nullptr) {
+  std::vector<int> cuts(k - 1);
+  for (int i = 0; i < k - 1; ++i) cuts[i] = i + 1;  // cut before layer cuts[i]
+  double best = 1e300;
+  while (true) {
+    double worst = 0;
+    std::vector<int> sizes;
+    for (int s = 0; s < k; ++s) {
+      const int first = s == 0 ? 0 : cuts[s - 1], end = s == k - 1 ? n : cuts[s];
+      worst = std::max(worst, cost(first, end - 1, k - s));
+      sizes.push_back(end - first);
+    }
+    if (worst < best) {
+      best = worst;
+      if (best_sizes) *best_sizes = sizes;
+    }
+    int i = k - 2;  // next combination of cut positions in 1 … n − 1
+    while (i >= 0 && cuts[i] == n - 1 - (k - 2 - i)) --i;
+    if (i < 0) break;
+    ++cuts[i];
+    for (int j = i + 1; j < k - 1; ++j) cuts[j] = cuts[j - 1] + 1;
+  }
+  return best;
+}
+
+void expect_valid(const Partition& p, int n, int k) {
+  ASSERT_EQ(p.stages(), k);
+  int sum = 0;
+  for (int s : p.sizes) {
+    EXPECT_GE(s, 1);
+    sum += s;
+  }
+  EXPECT_EQ(sum, n);
+}
+
+TEST(Balance, DynamicProgrammingEqualsBruteForce) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(0.0, 10.0);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + int(rng() % 12);
+    const int k = 1 + int(rng() % std::min(n, 5));
+    std::vector<double> w(n), skip(n);
+    for (auto& x : w) x = u(rng);
+    for (auto& x : skip) x = u(rng) * (rng() % 3 == 0);
+    // Additive per layer, a skip-like term for every layer whose partner (mirror index) lies
+    // before the stage, and a per-stage term that depends on the position from the end.
+    const StageCost cost = [&](int f, int l, int e) {
+      double c = 0;
+      for (int x = f; x <= l; ++x) {
+        c += w[x] * std::min(e, 3);
+        if (n - 1 - x < f) c += skip[x];
+      }
+      return c + w[f] * 0.5;
+    };
+    const Partition p = min_max_partition(n, k, cost);
+    expect_valid(p, n, k);
+    EXPECT_DOUBLE_EQ(p.max_cost, brute_force(n, k, cost)) << "n=" << n << " k=" << k;
+    // The reported costs are those of the returned split.
+    for (int s = 0; s < k; ++s)
+      EXPECT_DOUBLE_EQ(p.stage_costs[s], cost(p.first(s), p.first(s) + p.sizes[s] - 1, k - s));
+    EXPECT_DOUBLE_EQ(p.max_cost, *std::max_element(p.stage_costs.begin(), p.stage_costs.end()));
+    // One DP for every K gives the same optima as one DP per K.
+    const auto all = min_max_partitions(n, k, cost);
+    for (int kk = 1; kk <= k; ++kk) EXPECT_DOUBLE_EQ(all[kk - 1].max_cost, min_max_partition(n, kk, cost).max_cost);
+  }
+}
+
+TEST(Balance, TimeBalanceEqualsBruteForce) {
+  std::mt19937 rng(11);
+  std::exponential_distribution<double> e(1.0);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int n = 2 + int(rng() % 11), k = 1 + int(rng() % std::min(n, 5));
+    std::vector<double> t(n);
+    for (auto& x : t) x = e(rng);
+    const Partition p = balance_by_time(t, k);
+    expect_valid(p, n, k);
+    const double bf = brute_force(n, k, [&](int f, int l, int) {
+      double s = 0;
+      for (int x = f; x <= l; ++x) s += t[x];
+      return s;
+    });
+    EXPECT_NEAR(p.max_cost, bf, 1e-12 * bf);
+  }
+}
+
+TEST(Balance, HandExample) {
+  // {5, 1, 1, 1, 5, 1} into 3: best is {5} {1 1 1} {5 1} with max 6.
+  const Partition p = balance_by_time({5, 1, 1, 1, 5, 1}, 3);
+  EXPECT_EQ(p.sizes, (std::vector<int>{1, 3, 2}));
+  EXPECT_DOUBLE_EQ(p.max_cost, 6);
+}
+
+TEST(Balance, OneLayerPerStageWhenKEqualsN) {
+  const Partition p = balance_by_time({3, 1, 4, 1, 5}, 5);
+  EXPECT_EQ(p.sizes, (std::vector<int>(5, 1)));
+  EXPECT_DOUBLE_EQ(p.max_cost, 5);
+  EXPECT_EQ(balance_naive(5, 5).sizes, (std::vector<int>(5, 1)));
+}
+
+TEST(Balance, TooManyStagesIsAnErrorNamingTheField) {
+  for (int k : {0, 6}) {
+    try {
+      balance_by_time({1, 2, 3, 4, 5}, k);
+      FAIL() << k;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("stages"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(balance_naive(5, k), Error);
+  }
+}
+
+TEST(Balance, NaiveSplitsEvenly) {
+  const Partition p = balance_naive(49, 4);
+  EXPECT_EQ(p.sizes, (std::vector<int>{13, 12, 12, 12}));
+}
+
+// On the real network: the memory balance is the brute-force optimum of stage_bytes, never
+// worse than the naive split, and never leaves a stage empty.
+TEST(Balance, MemoryBalanceOfUNetIsTheExactOptimum) {
+  for (const auto& name : {"unet-tiny", "unet-small", "unet3d-tiny"}) {
+    const auto o = unet_preset(name);
+    const auto seq = unet_layer_sequence(o, 4 * unet_alignment(o) + unet_remainder(o) + 2 * unet_halo(o));
+    for (auto schedule : {PipelineScheduleKind::kGPipe, PipelineScheduleKind::kOneFOneB})
+      for (int k : {2, 4}) {
+        const auto mo = StageMemoryOptions{}.with_micro_batches(4).with_schedule(schedule);
+        const StageCost cost = [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, mo)); };
+        const Partition p = balance(BalanceStrategy::kMemory, seq, k, mo);
+        expect_valid(p, seq.size(), k);
+        EXPECT_DOUBLE_EQ(p.max_cost, brute_force(seq.size(), k, cost)) << name << " K=" << k;
+        const Partition naive = balance(BalanceStrategy::kNaive, seq, k, mo);
+        EXPECT_LE(p.max_cost, naive.max_cost);
+      }
+  }
+}
+
+// L = 2 hand example (layer_sequence_test's TinyNetworkByHand), cut after the pool.
+TEST(Balance, StageBytesByHand) {
+  const auto o = UNetOptions{}.with_levels(2).with_convs_per_level(1).with_base_filters(2).with_in_channels(1).with_classes(2);
+  const auto seq = unet_layer_sequence(o, 14);
+  const auto one = StageMemoryOptions{};
+  // Whole network: 16·210 parameter bytes + transient max(in + out) = 576 elements · 4 +
+  // saved 3872 + input 196·4.
+  EXPECT_EQ(stage_bytes(seq, 0, 9, 1, one), 3360 + 2304 + 3872 + 784);
+  const auto m4 = StageMemoryOptions{}.with_micro_batches(4);
+  // Stage 0 = layers 0..2 is second from the end: 1F1B holds min(4, 2) = 2 micro-batches.
+  EXPECT_EQ(stage_bytes(seq, 0, 2, 2, m4), 320 + 2304 + 2 * (1152 + 864 + 784));
+  // Stage 1 = layers 3..9: received pool output (72·4) and the cropped skip (128·4).
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, m4), 3040 + 1536 + 1 * (1856 + 288 + 512));
+  const auto gpipe = StageMemoryOptions{}.with_micro_batches(4).with_schedule(PipelineScheduleKind::kGPipe);
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, gpipe), 3040 + 1536 + 4 * (1856 + 288 + 512));
+  // Inference: weights + the largest working set; at the concat (layer 6) stage 3..9 holds
+  // the received skip: 128 + 256 + 128 = 512 elements.
+  const auto infer = StageMemoryOptions{}.with_training(false);
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, infer), 4 * 190 + 4 * 512);
+}
+
+}  // namespace
+}  // namespace tessera::parallel

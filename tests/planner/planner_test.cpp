@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tessera/core/error.hpp"
+#include "tessera/parallel/planner.hpp"
+
+namespace tessera::parallel {
+namespace {
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+PlanOptions example() { return PlanOptions(unet_preset("unet-small"), {10000, 10000}, 1200, 16 * kGiB); }
+
+// Every field set and consistent with the others, and the memory prediction re-derived from
+// the public stage_bytes().
+void expect_complete(const PlanOptions& o, const Layout& L) {
+  const auto& m = o.model;
+  EXPECT_GT(L.tile_inset, 0);
+  EXPECT_EQ(L.alignment, unet_alignment(m));
+  EXPECT_EQ(L.tile_inset % L.alignment, 0);
+  EXPECT_EQ(L.tile_input_side, L.tile_inset + unet_remainder(m) + 2 * unet_halo(m));
+  EXPECT_EQ(unet_output_size(m, L.tile_input_side), L.tile_output_side);
+  ASSERT_EQ(L.tiles_per_axis.size(), o.image.size());
+  int64_t tiles = 1;
+  for (size_t i = 0; i < o.image.size(); ++i) {
+    EXPECT_EQ(L.tiles_per_axis[i], (o.image[i] + L.tile_inset - 1) / L.tile_inset);
+    tiles *= L.tiles_per_axis[i];
+  }
+  EXPECT_EQ(L.tiles, tiles);
+  EXPECT_NEAR(L.halo_overhead, std::pow(double(L.tile_input_side) / double(L.tile_inset), m.dims), 1e-12);
+  ASSERT_GE(L.stages, 1);
+  ASSERT_EQ(int(L.balance.size()), L.stages);
+  ASSERT_EQ(int(L.stage_first_layer.size()), L.stages);
+  ASSERT_EQ(int(L.stage_memory_bytes.size()), L.stages);
+  ASSERT_EQ(int(L.stage_seconds.size()), L.stages);
+  int sum = 0;
+  for (int b : L.balance) {
+    EXPECT_GE(b, 1);
+    sum += b;
+  }
+  EXPECT_EQ(sum, unet_layer_count(m));
+  EXPECT_EQ(L.stage_first_layer[0], "enc0.conv0");
+  EXPECT_GE(L.micro_batches, 1);
+  EXPECT_GE(L.data_parallel, 1);
+  EXPECT_EQ(L.devices_used, L.data_parallel * L.stages);
+  EXPECT_LE(L.devices_used, o.devices);
+  EXPECT_LE(L.data_parallel, L.tiles);
+  EXPECT_EQ(L.steps, (L.tiles + int64_t(L.data_parallel) * L.micro_batches - 1) /
+                         (int64_t(L.data_parallel) * L.micro_batches));
+  const auto seq = unet_layer_sequence(m, L.tile_input_side);
+  const auto mo = StageMemoryOptions{}.with_micro_batches(L.micro_batches).with_schedule(L.schedule).with_training(o.training);
+  int64_t peak = 0;
+  for (int s = 0, first = 0; s < L.stages; first += L.balance[s], ++s) {
+    EXPECT_EQ(L.stage_memory_bytes[s], o.baseline_bytes + stage_bytes(seq, first, first + L.balance[s] - 1, L.stages - s, mo));
+    EXPECT_EQ(L.stage_first_layer[s], seq.layers[first].name);
+    EXPECT_GT(L.stage_seconds[s], 0);
+    peak = std::max(peak, L.stage_memory_bytes[s]);
+  }
+  EXPECT_EQ(L.peak_memory_bytes, peak);
+  EXPECT_LE(L.peak_memory_bytes, o.device_memory_bytes);
+  EXPECT_NEAR(L.bubble_fraction, double(L.stages - 1) / (L.micro_batches + L.stages - 1), 1e-12);
+  EXPECT_GE(L.step_seconds, (L.micro_batches + L.stages - 1) * *std::max_element(L.stage_seconds.begin(), L.stage_seconds.end()));
+  EXPECT_NEAR(L.pass_seconds, double(L.steps) * L.step_seconds, 1e-9 * L.pass_seconds);
+  EXPECT_EQ(L.device_flops, o.device_flops);
+  EXPECT_GE(L.reasons.size(), 3u);
+}
+
+TEST(Planner, ThousandDeviceExampleGivesACompleteLayout) {
+  const auto o = example();
+  const Layout L = plan(o);
+  expect_complete(o, L);
+}
+
+TEST(Planner, InferenceAnd3dLayoutsAreComplete) {
+  const auto infer = example().with_training(false);
+  expect_complete(infer, plan(infer));
+  const PlanOptions ct(unet_preset("unet3d-32"), {512, 512, 512}, 64, 8 * kGiB);
+  expect_complete(ct, plan(ct));
+}
+
+TEST(Planner, MoreMemoryNeverGivesASlowerPlan) {
+  for (int devices : {1, 8, 64}) {
+    double previous = 1e300;
+    for (double gib : {0.8, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 64.0}) {
+      PlanOptions o(unet_preset("unet-small"), {4096, 4096}, devices, int64_t(gib * double(kGiB)));
+      const Layout L = plan(o);
+      expect_complete(o, L);
+      EXPECT_LE(L.pass_seconds, previous) << devices << " devices, " << gib << " GiB";
+      previous = L.pass_seconds;
+    }
+  }
+}
+
+// unet-small's weights, gradients and Adam moments take 16 B × 31 M = 0.46 GiB; with the
+// 0.25 GiB baseline no single device of 0.6 GiB holds them, so the planner must cut.
+TEST(Planner, TightMemoryForcesAPipelineAndSaysSo) {
+  const PlanOptions o(unet_preset("unet-small"), {2048, 2048}, 16, int64_t(0.6 * double(kGiB)));
+  const Layout L = plan(o);
+  expect_complete(o, L);
+  EXPECT_GE(L.stages, 2);
+  bool said = false;
+  for (const auto& r : L.reasons) said |= r.find("memory binds the pipeline") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(Planner, NothingFitsIsAnErrorNamingDeviceMemory) {
+  PlanOptions o = example();
+  o.device_memory_bytes = int64_t(0.01 * double(kGiB));
+  try {
+    plan(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device_memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Planner, ValidateNamesTheBadField) {
+  auto expect_field = [](const PlanOptions& o, const std::string& field) {
+    try {
+      o.validate();
+      FAIL() << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  expect_field(PlanOptions(unet_preset("unet-small"), {100, 100, 100}, 4, kGiB), "image");
+  expect_field(PlanOptions(unet_preset("unet-small"), {100, 100}, 0, kGiB), "devices");
+  expect_field(PlanOptions(unet_preset("unet-small"), {100, 100}, 4, 0), "device_memory");
+  EXPECT_NO_THROW(example().validate());
+}
+
+}  // namespace
+}  // namespace tessera::parallel
