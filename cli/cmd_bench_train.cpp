@@ -1,7 +1,7 @@
 // tessera bench train: data-parallel training speed against PyTorch DistributedDataParallel
 // (../shared/bench/ref_ddp.py, gloo on CPU), the tool users would pick instead. Same U-Net
 // (L4, n_c 2, f16, `same` padding as the reference uses, 4 bands, 4 classes), same tile,
-// ranks and global batch, measured in the same run; figures are median step times.
+// ranks and global batch, measured in the same run, the two tools interleaved.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  int ranks = 2, steps = 12, global_batch = 4, threads = 2, repeats = 3;
+  int ranks = 2, steps = 16, global_batch = 4, threads = 2, repeats = 5;
   int64_t tile = 128, scene_size = 1024;
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
   std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_ddp.py";
@@ -91,8 +91,9 @@ void run(const Flags& f) {
   std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps, "
               "%d interleaved repeats\n",
               (long long)f.tile, f.global_batch, f.ranks, f.steps, f.repeats);
-  // The two tools alternate, so a noisy neighbour on the machine slows both alike; each
-  // figure is the median over repeats of the per-run median step time.
+  // The two tools alternate, so a noisy neighbour on the machine slows both alike. Each run
+  // gives its median step time; across runs we report the best (least disturbed: Python's
+  // timeit convention) and the median, which is the headline figure.
   std::vector<double> ours, theirs;
   for (int k = 0; k < f.repeats; ++k) {
     ours.push_back(tessera_step_seconds(f, config, run_dir / "run"));
@@ -104,17 +105,20 @@ void run(const Flags& f) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  const double t_step = median(ours);
-  std::printf("%-40s %12s %10s\n", "", "step s", "tiles/s");
-  std::printf("%-40s %12.4f %10.2f\n", "tessera train (data parallel, MPI)", t_step, f.global_batch / t_step);
+  const double t_best = *std::min_element(ours.begin(), ours.end()), t_med = median(ours);
+  std::printf("%-40s %12s %12s %12s\n", "", "best s/step", "tiles/s", "median s/step");
+  std::printf("%-40s %12.4f %12.2f %12.4f\n", "tessera train (data parallel, MPI)", t_best, f.global_batch / t_best, t_med);
   nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch}, {"repeats", f.repeats},
-                        {"tessera", {{"step_s", t_step}, {"tiles_per_s", f.global_batch / t_step}, {"runs", ours}}}};
+                        {"tessera", {{"step_s", t_best}, {"median_step_s", t_med}, {"tiles_per_s", f.global_batch / t_best},
+                                     {"runs", ours}}}};
   if (!f.no_ref) {
-    const double r_step = median(theirs);
-    std::printf("%-40s %12.4f %10.2f\n", "PyTorch DDP (gloo), ref_ddp.py", r_step, f.global_batch / r_step);
-    std::printf("tessera / DDP: %.2fx tiles/s\n", r_step / t_step);
-    report["reference"] = {{"step_s", r_step}, {"tiles_per_s", f.global_batch / r_step}, {"runs", theirs}};
-    report["speedup"] = r_step / t_step;
+    const double r_best = *std::min_element(theirs.begin(), theirs.end()), r_med = median(theirs);
+    std::printf("%-40s %12.4f %12.2f %12.4f\n", "PyTorch DDP (gloo), ref_ddp.py", r_best, f.global_batch / r_best, r_med);
+    std::printf("tessera / DDP: %.2fx tiles/s (median runs), %.2fx (best runs)\n", r_med / t_med, r_best / t_best);
+    report["reference"] = {{"step_s", r_best}, {"median_step_s", r_med}, {"tiles_per_s", f.global_batch / r_best},
+                           {"runs", theirs}};
+    report["speedup"] = r_med / t_med;
+    report["speedup_best"] = r_best / t_best;
   }
   std::cout << report.dump() << std::endl;
 }

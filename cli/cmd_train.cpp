@@ -4,7 +4,7 @@
 //   run_dir: runs/scene
 //   model: {preset: unet-tiny, classes: 4}          # any UNetOptions field may follow
 //   data:
-//     pairs: [{image: scene.tif, labels: scene_labels.tif}]
+//     pairs: [{image: scene.tif, labels: scene_labels.tif}]   # or labels: polygons.gpkg, label_attribute: class_id
 //     class_names: [background, building, road, water]
 //     holdout: {axis: x, fraction: 0.25}
 //   train: {tile: 64, batch: 4, steps: 400, learning_rate: 0.002, seed: 1,
@@ -29,6 +29,7 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/io/open_image.hpp"
+#include "tessera/io/rasterize.hpp"
 #include "tessera/parallel/data_parallel.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/process_grid.hpp"
@@ -94,6 +95,12 @@ void read_train_options(const YAML::Node& tn, TrainOptions& t, const std::string
   read_opt(tn, "keep_last", t.keep_last, where);
   read_opt(tn, "early_stopping", t.early_stopping, where);
   read_opt(tn, "prefetch", t.prefetch, where);
+  read_opt(tn, "channels_last", t.channels_last, where);
+  read_opt(tn, "augment_rotate90", t.augmentation.rotate90, where);
+  read_opt(tn, "augment_intensity_scale", t.augmentation.intensity_scale, where);
+  read_opt(tn, "augment_intensity_shift", t.augmentation.intensity_shift, where);
+  read_opt(tn, "augment_gaussian_noise", t.augmentation.gaussian_noise, where);
+  read_opt(tn, "augment_uniform_noise", t.augmentation.uniform_noise, where);
   read_opt(tn, "grad_clip", t.grad_clip, where);
   read_opt(tn, "scale_learning_rate", t.scale_learning_rate, where);
   OptimizerOptions& o = t.optimizer;
@@ -203,7 +210,19 @@ void run(const Flags& f) {
   for (const auto& p : dn["pairs"]) {
     if (!p["image"] || !p["labels"]) throw Error(f.config + ": every data.pairs entry needs image and labels");
     images.push_back(io::open_image(resolve_path(f.config, p["image"].as<std::string>())));
-    labels.push_back(io::open_image(resolve_path(f.config, p["labels"].as<std::string>())));
+    std::string label_path = resolve_path(f.config, p["labels"].as<std::string>());
+    if (io::is_vector_path(label_path)) {
+      // Polygons: burnt onto the image's grid once, kept in the run directory.
+      io::RasterizeOptions ro;
+      read_opt(p, "label_attribute", ro.attribute, f.config);
+      read_opt(p, "label_layer", ro.layer, f.config);
+      const std::filesystem::path burnt = std::filesystem::path(t.run_dir) / "labels" /
+                                          (std::filesystem::path(label_path).stem().string() + "-" + ro.attribute + ".tif");
+      std::filesystem::create_directories(burnt.parent_path());
+      io::rasterize_polygons(label_path, images.back()->info().path, burnt.string(), ro);
+      label_path = burnt.string();
+    }
+    labels.push_back(io::open_image(label_path));
     holdout.validate(static_cast<int>(images.back()->info().extent.size()));
     if (images.back()->info().extent != labels.back()->info().extent)
       throw Error(labels.back()->info().path + ": label size " + to_string(labels.back()->info().extent) +

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
@@ -58,6 +59,16 @@ BatchPlan TileSampler::plan(int64_t tile) {
     t.flips.assign(d, false);
     if (options_.augment)
       for (int a = 0; a < d; ++a) t.flips[a] = std::bernoulli_distribution(0.5)(rng_);
+    // Extra augmentations draw only when enabled, so the stream (and every earlier run's
+    // tiles) is unchanged without them.
+    const auto& g = options_.augmentation;
+    const bool on = options_.augment;
+    if (on && g.rotate90) t.rotations = std::uniform_int_distribution<int>(0, 3)(rng_);
+    if (on && g.intensity_scale > 0)
+      t.scale = float(std::uniform_real_distribution<double>(1 - g.intensity_scale, 1 + g.intensity_scale)(rng_));
+    if (on && g.intensity_shift > 0)
+      t.shift = float(std::uniform_real_distribution<double>(-g.intensity_shift, g.intensity_shift)(rng_));
+    if (on && (g.gaussian_noise > 0 || g.uniform_noise > 0)) t.noise_seed = rng_() | 1;
     if (b >= first && b < first + options_.batch) plan.tiles.push_back(std::move(t));
   }
   return plan;
@@ -94,8 +105,19 @@ Sample TileSampler::load(const BatchPlan& plan) const {
         target = target.flip({a});
       }
     }
-    inputs.push_back(x);
-    targets.push_back(target);
+    if (t.rotations) {  // square in the last two axes: the sampler draws cubic tiles
+      x = torch::rot90(x, t.rotations, {d - 1, d});
+      target = torch::rot90(target, t.rotations, {d - 2, d - 1});
+    }
+    const auto& g = options_.augmentation;
+    if (t.scale != 1 || t.shift != 0) x = x * t.scale + t.shift;
+    if (t.noise_seed) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(t.noise_seed);
+      if (g.gaussian_noise > 0) x = x + torch::randn(x.sizes(), gen, x.options()) * g.gaussian_noise;
+      if (g.uniform_noise > 0) x = x + (torch::rand(x.sizes(), gen, x.options()) * 2 - 1) * g.uniform_noise;
+    }
+    inputs.push_back(x.contiguous());
+    targets.push_back(target.contiguous());
   }
   return {torch::stack(inputs), torch::stack(targets)};
 }

@@ -28,6 +28,9 @@ struct TilePlan {
   size_t pair = 0;
   Box out;                  // output box of the tile (labels)
   std::vector<bool> flips;  // per spatial axis
+  int rotations = 0;        // quarter turns in the last two axes
+  float scale = 1, shift = 0;
+  uint64_t noise_seed = 0;  // 0 = no noise
 };
 
 struct BatchPlan {

@@ -134,6 +134,11 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (early_stopping < 0) throw Error("train.early_stopping: must be >= 0");
   if (prefetch < 1) throw Error("train.prefetch: must be >= 1");
   if (foreground_fraction < 0 || foreground_fraction > 1) throw Error("train.foreground_fraction: must be in [0, 1]");
+  const auto& g = augmentation;
+  if (g.intensity_scale < 0 || g.intensity_scale >= 1) throw Error("train.augment_intensity_scale: must be in [0, 1)");
+  if (g.intensity_shift < 0) throw Error("train.augment_intensity_shift: must be >= 0");
+  if (g.gaussian_noise < 0) throw Error("train.augment_gaussian_noise: must be >= 0");
+  if (g.uniform_noise < 0) throw Error("train.augment_uniform_noise: must be >= 0");
   loss.validate(model.classes);
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }
@@ -216,6 +221,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   } sync_guard{net};
   if (options.sync_batch_norm) net->synchronise_batch_norm([&hooks](torch::Tensor& t) { hooks.sum(t); });
   net->train();
+  if (options.channels_last) net->use_channels_last();
 
   // Batches are planned on this thread (one random stream) `prefetch` micro-batches ahead
   // and read on the loader's thread. The sampler state saved with a checkpoint is the one
@@ -301,7 +307,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       torch::Tensor confusion = detail::validation_confusion(net, validation, meta.norm,
                                                              std::max<int64_t>(options.tile_at_epoch(epoch), 2 * options.tile),
                                                              hooks.replica(), replicas);
-      net->use_contiguous();
+      if (!options.channels_last) net->use_contiguous();  // inference switched it to channels-last
       net->train();
       hooks.sum(confusion);
       const std::vector<double> dice = detail::dice_from_confusion(confusion);

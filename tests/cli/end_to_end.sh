@@ -92,6 +92,18 @@ sed 's|run_dir: run|run_dir: run_same|; s|base_filters: 8,|base_filters: 8, padd
   --no-progress >/dev/null && "$T" eval --pred "$W/pred.tif" --truth "$S/scene_labels.tif" --json > "$W/eval.json" \
   && pass "infer from checkpoint and eval" || fail "infer/eval from checkpoint"
 
+echo "== polygon labels: rasterised onto the image grid with GDAL"
+if command -v gdal_polygonize.py >/dev/null; then
+  gdal_polygonize.py -q "$S/scene_labels.tif" -f GPKG "$W/polys.gpkg" polys class_id
+  sed "s|run_dir: run|run_dir: run_poly|; s|labels: $S/scene_labels.tif|labels: $W/polys.gpkg, label_attribute: class_id|; s|steps: 6|steps: 2|" \
+    "$W/train.yaml" > "$W/poly.yaml"
+  "$T" train --config "$W/poly.yaml" --no-progress >/dev/null 2>&1 \
+    && [ "$(gdalinfo -checksum "$W/run_poly/labels/polys-class_id.tif" | grep Checksum)" = "$(gdalinfo -checksum "$S/scene_labels.tif" | grep Checksum)" ] \
+    && pass "train on polygons: labels burnt from gdal_polygonize output equal the label raster" || fail "polygon labels"
+else
+  echo "skip polygon labels: gdal_polygonize.py not installed"
+fi
+
 echo "== bad input: clear one-line error, non-zero exit, no output left behind"
 if [ -d "$SHARED/geotiff" ]; then
   expect_clean_failure "corrupt.tif fails mid-scene" "corrupt.tif" "$W/corrupt.tif" \

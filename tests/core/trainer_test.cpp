@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "memory_image.hpp"
+#include "../../core/src/tile_sampler.hpp"
 #include "tessera/core/trainer.hpp"
 
 namespace tessera {
@@ -205,6 +206,52 @@ TEST(Trainer, CurriculumKeepsAndBestAndEarlyStopping) {
     }
   }
   EXPECT_EQ(validations, 3);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Geometric augmentation moves image and labels together: with labels a pointwise function
+// of band 0, every augmented tile still satisfies it; intensity changes leave labels alone.
+TEST(Trainer, AugmentationTransformsImageAndLabelsAlike) {
+  MemoryImage image{Index{64, 64}, 1, [](int, const Index& at) {
+                      return std::sin(0.37f * float(at[0]) * float(at[0]) + 0.11f * float(at[1]));
+                    }};
+  MemoryImage labels{Index{64, 64}, 1, [&](int, const Index& at) {
+                       return std::sin(0.37f * float(at[0]) * float(at[0]) + 0.11f * float(at[1])) > 0.2f ? 1.f : 0.f;
+                     }};
+  const std::vector<TrainingPair> pairs{{&image, &labels, Box{{0, 0}, {64, 64}}}};
+  const UNetOptions model = unet_preset("unet-tiny").with_in_channels(1).with_classes(2).with_padding(Padding::kSame);
+  TrainOptions o;
+  o.tile = 16;
+  o.batch = 8;
+  o.seed = 5;
+  o.augmentation.rotate90 = true;
+  detail::TileSampler rotating(pairs, model, o, {{0.f}, {1.f}}, 0, 1);
+  o.augmentation.rotate90 = false;
+  detail::TileSampler plain(pairs, model, o, {{0.f}, {1.f}}, 0, 1);
+  bool differs = false;
+  for (int k = 0; k < 4; ++k) {
+    const detail::Sample a = rotating.load(rotating.plan(16));
+    EXPECT_TRUE(torch::equal(a.target, (a.input.select(1, 0) > 0.2f).to(torch::kInt64)));
+    const detail::Sample b = plain.load(plain.plan(16));
+    EXPECT_TRUE(torch::equal(b.target, (b.input.select(1, 0) > 0.2f).to(torch::kInt64)));
+    differs = differs || !torch::equal(a.input, b.input);
+  }
+  EXPECT_TRUE(differs) << "rotation never changed a tile";
+
+  o.augmentation.intensity_scale = 0.2;
+  o.augmentation.intensity_shift = 0.5;
+  o.augmentation.gaussian_noise = 0.1;
+  detail::TileSampler noisy(pairs, model, o, {{0.f}, {1.f}}, 0, 1);
+  detail::TileSampler same_seed(pairs, model, o, {{0.f}, {1.f}}, 0, 1);
+  const detail::Sample n = noisy.load(noisy.plan(16)), m = same_seed.load(same_seed.plan(16));
+  EXPECT_TRUE(torch::equal(n.input, m.input)) << "augmentation must be reproducible from the seed";
+  EXPECT_GT((n.target == (n.input.select(1, 0) > 0.2f).to(torch::kInt64)).logical_not().sum().item<int64_t>(), 0)
+      << "intensity changes must not move labels (so labels no longer follow the changed image)";
 }
 
 }  // namespace

@@ -43,9 +43,24 @@ struct TrainOptions {
   std::vector<CurriculumStage> curriculum;  ///< tile sides by epoch; empty = `tile` throughout
   uint64_t seed = 0;             ///< tiles, augmentation and initialisation
   bool augment = true;           ///< random flips along every spatial axis
+  /// Further augmentation, all off by default, drawn from the same seeded stream and applied
+  /// to image and labels alike: 90° rotations in the last two axes (square tiles), intensity
+  /// x·s + t with s ~ U[1 − scale, 1 + scale] and t ~ U[−shift, shift] (normalised units),
+  /// Gaussian noise N(0, σ²) and uniform noise U[−u, u].
+  struct Augmentation {
+    bool rotate90 = false;
+    double intensity_scale = 0;
+    double intensity_shift = 0;
+    double gaussian_noise = 0;
+    double uniform_noise = 0;
+  } augmentation;
   bool sync_batch_norm = false;  ///< batch-norm statistics over the global batch (all replicas)
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
   int prefetch = 2;              ///< batches read ahead of the network (bounded queue)
+  /// Weights and activations channels-last (NHWC / NDHWC) during training: the faster
+  /// layout for CPU convolutions (about 2x per step with 2 ranks on 2 cores here); the
+  /// arithmetic is the same up to float rounding.
+  bool channels_last = true;
   int64_t checkpoint_every = 100;
   int keep_last = 1;             ///< also keep step-NNNNNN.pt for the last N checkpoints (1 = last.pt only)
   int64_t early_stopping = 0;    ///< stop after this many epochs without a better validation Dice; 0 = off
