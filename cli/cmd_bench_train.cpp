@@ -51,7 +51,7 @@ double tessera_step_seconds(const Flags& f, const fs::path& config, const fs::pa
   fs::remove_all(run);
   std::vector<std::string> cmd;
   if (f.ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(f.ranks)};
-  for (const std::string a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
+  for (const std::string& a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
                               std::string("--run-dir"), run.string(), std::string("--no-progress")})
     cmd.push_back(a);
   if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});

@@ -100,10 +100,12 @@ void prune_step_checkpoints(const fs::path& dir, int keep) {
   for (size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i]);
 }
 
-double mean_foreground(const std::vector<double>& dice) {
+// Mean Dice over the classes the loss scores (class 0 left out when the loss leaves the
+// background out), ignoring classes absent from both truth and prediction.
+double mean_dice(const std::vector<double>& dice, bool include_background) {
   double sum = 0;
   int n = 0;
-  for (size_t c = dice.size() > 1 ? 1 : 0; c < dice.size(); ++c)
+  for (size_t c = include_background || dice.size() < 2 ? 0 : 1; c < dice.size(); ++c)
     if (std::isfinite(dice[c])) {
       sum += dice[c];
       ++n;
@@ -311,7 +313,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       net->train();
       hooks.sum(confusion);
       const std::vector<double> dice = detail::dice_from_confusion(confusion);
-      const double mean = mean_foreground(dice);
+      const double mean = mean_dice(dice, options.loss.include_background);
       improved = mean > state.best;
       if (improved) {
         state.best = mean;

@@ -88,7 +88,7 @@ struct TrainReport {
   double seconds = 0;
   double final_loss = 0;      ///< mean loss over the last 10% of steps
   double tiles_per_second = 0;
-  double best_validation = -1;  ///< best mean foreground Dice on the validation regions; −1 = none
+  double best_validation = -1;  ///< best mean validation Dice (classes as loss.include_background); −1 = none
   bool stopped_early = false;
   std::string checkpoint;       ///< path of the last checkpoint
   std::string best_checkpoint;  ///< RUN/checkpoints/best.pt when validated
