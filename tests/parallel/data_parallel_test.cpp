@@ -68,6 +68,10 @@ torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_di
   o.seed = 7;
   o.augment = augment;
   o.sync_batch_norm = sync_bn;
+  // With batch norm, Adam turns the summation-order rounding of the channels-last kernels
+  // into relative differences near the 1e-5 bound (1.1e-5 seen at 2 ranks) on parameters
+  // whose true gradient is tiny; the contiguous layout keeps this test about the parallelism.
+  o.channels_last = !sync_bn;
   o.progress = false;
   o.checkpoint_every = 1000;
   o.run_dir = run_dir;
