@@ -152,6 +152,7 @@ void register_bench(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Benchmarks with printed, reproducible figures");
   register_bench_allreduce(*bench);
   register_bench_train(*bench);
+  register_bench_pipeline(*bench);
   bench->require_subcommand(1);
   auto* cmd = bench->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");
   static Flags f;

@@ -17,6 +17,8 @@ void register_export(CLI::App& app);
 void register_plan(CLI::App& app);
 /// `bench allreduce`, attached to the `bench` subcommand by register_bench.
 void register_bench_allreduce(CLI::App& bench);
+/// `bench pipeline`: pipeline-parallel step time, bubble and stage memory, under mpirun.
+void register_bench_pipeline(CLI::App& bench);
 
 /// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
 std::string build_summary();
