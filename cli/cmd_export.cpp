@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "commands.hpp"
+#include "tessera/core/model_json.hpp"
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
 
@@ -91,16 +92,7 @@ nlohmann::json arch_to_json(const CheckpointMeta& m) {
   nlohmann::json j;
   j["format"] = kArchFormat;
   j["version"] = kArchVersion;
-  j["model"] = {{"dims", o.dims},
-                {"in_channels", o.in_channels},
-                {"classes", o.classes},
-                {"levels", o.levels},
-                {"convs_per_level", o.convs_per_level},
-                {"base_filters", o.base_filters},
-                {"kernel", o.kernel},
-                {"padding", to_string(o.padding)},
-                {"norm", to_string(o.norm)},
-                {"decoder", to_string(o.decoder)}};
+  j["model"] = o;
   j["layout"] = o.dims == 2 ? "NCHW" : "NCDHW";
   // For the caller choosing input sizes; derived, ignored on import.
   j["geometry"] = {{"halo", unet_halo(o)}, {"alignment", unet_alignment(o)}, {"remainder", unet_remainder(o)}};
@@ -122,17 +114,7 @@ CheckpointMeta arch_from_json(const std::string& path) {
     if (j.at("version").get<int>() > kArchVersion)
       throw Error(path + ": model description version " + std::to_string(j.at("version").get<int>()) +
                   " is newer than this build understands (" + std::to_string(kArchVersion) + ")");
-    const auto& o = j.at("model");
-    m.model.dims = o.at("dims");
-    m.model.in_channels = o.at("in_channels");
-    m.model.classes = o.at("classes");
-    m.model.levels = o.at("levels");
-    m.model.convs_per_level = o.at("convs_per_level");
-    m.model.base_filters = o.at("base_filters");
-    m.model.kernel = o.at("kernel");
-    m.model.padding = parse_padding(o.at("padding"));
-    m.model.norm = parse_norm(o.at("norm"));
-    m.model.decoder = parse_decoder(o.at("decoder"));
+    m.model = j.at("model").get<UNetOptions>();
     m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
     m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
     m.class_names = j.at("class_names").get<std::vector<std::string>>();

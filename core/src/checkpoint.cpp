@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/model_json.hpp"
 
 namespace tessera {
 namespace {
@@ -18,16 +19,7 @@ std::string meta_to_json(const CheckpointMeta& m) {
   nlohmann::json j;
   j["format"] = "tessera-checkpoint";
   j["version"] = kFormatVersion;
-  j["model"] = {{"dims", m.model.dims},
-                {"in_channels", m.model.in_channels},
-                {"classes", m.model.classes},
-                {"levels", m.model.levels},
-                {"convs_per_level", m.model.convs_per_level},
-                {"base_filters", m.model.base_filters},
-                {"kernel", m.model.kernel},
-                {"padding", to_string(m.model.padding)},
-                {"norm", to_string(m.model.norm)},
-                {"decoder", to_string(m.model.decoder)}};
+  j["model"] = m.model;
   j["normalization"] = {{"offset", m.norm.offset}, {"scale", m.norm.scale}};
   j["class_names"] = m.class_names;
   j["step"] = m.step;
@@ -44,17 +36,7 @@ CheckpointMeta meta_from_json(const std::string& path, const std::string& text) 
       throw Error(path + ": checkpoint format version " + std::to_string(j.at("version").get<int>()) +
                   " is newer than this build understands (" + std::to_string(kFormatVersion) + ")");
     CheckpointMeta m;
-    const auto& o = j.at("model");
-    m.model.dims = o.at("dims");
-    m.model.in_channels = o.at("in_channels");
-    m.model.classes = o.at("classes");
-    m.model.levels = o.at("levels");
-    m.model.convs_per_level = o.at("convs_per_level");
-    m.model.base_filters = o.at("base_filters");
-    m.model.kernel = o.at("kernel");
-    m.model.padding = parse_padding(o.at("padding"));
-    m.model.norm = parse_norm(o.at("norm"));
-    m.model.decoder = parse_decoder(o.at("decoder"));
+    m.model = j.at("model").get<UNetOptions>();
     m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
     m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
@@ -86,6 +68,32 @@ CheckpointMeta read_meta(const std::string& path, torch::serialize::InputArchive
 }
 
 }  // namespace
+
+void to_json(nlohmann::json& j, const UNetOptions& o) {
+  j = {{"dims", o.dims},
+       {"in_channels", o.in_channels},
+       {"classes", o.classes},
+       {"levels", o.levels},
+       {"convs_per_level", o.convs_per_level},
+       {"base_filters", o.base_filters},
+       {"kernel", o.kernel},
+       {"padding", to_string(o.padding)},
+       {"norm", to_string(o.norm)},
+       {"decoder", to_string(o.decoder)}};
+}
+
+void from_json(const nlohmann::json& j, UNetOptions& o) {
+  o.dims = j.at("dims");
+  o.in_channels = j.at("in_channels");
+  o.classes = j.at("classes");
+  o.levels = j.at("levels");
+  o.convs_per_level = j.at("convs_per_level");
+  o.base_filters = j.at("base_filters");
+  o.kernel = j.at("kernel");
+  o.padding = parse_padding(j.at("padding"));
+  o.norm = parse_norm(j.at("norm"));
+  o.decoder = parse_decoder(j.at("decoder"));
+}
 
 void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& meta,
                      torch::optim::Optimizer* optimizer) {
