@@ -337,7 +337,10 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       meta.trainer_state = state.to_json();
       save_checkpoint(last, net, meta, optimizer.get());
       if (options.keep_last > 1) {
-        fs::copy_file(last, checkpoints / step_checkpoint_name(step), fs::copy_options::overwrite_existing);
+        // Copied under a temporary name and renamed: a crash never leaves a cut step file.
+        const fs::path kept = checkpoints / step_checkpoint_name(step), partial = kept.string() + ".partial";
+        fs::copy_file(last, partial, fs::copy_options::overwrite_existing);
+        fs::rename(partial, kept);
         prune_step_checkpoints(checkpoints, options.keep_last);
       }
       if (improved) {
