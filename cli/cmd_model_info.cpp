@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "tessera/core/model_json.hpp"
 #include "model_options.hpp"
 #include "tessera/core/model_registry.hpp"
 #include "tessera/core/plugin_loader.hpp"
@@ -98,24 +99,15 @@ void register_model_info(CLI::App& app) {
     if (list) return print_list(json);
     if (!is_unet_preset(flags.preset)) return print_plugin_model(flags, json);
     const UNetOptions o = flags.resolve();
-    nlohmann::json j{{"model", flags.preset},
-                     {"dims", o.dims},
-                     {"levels", o.levels},
-                     {"convs_per_level", o.convs_per_level},
-                     {"base_filters", o.base_filters},
-                     {"kernel", o.kernel},
-                     {"padding", to_string(o.padding)},
-                     {"norm", to_string(o.norm)},
-                     {"decoder", to_string(o.decoder)},
-                     {"in_channels", o.in_channels},
-                     {"classes", o.classes},
-                     {"params", unet_parameter_count(o)},
-                     {"layers", unet_layer_count(o)},
-                     {"halo", unet_halo(o)},
-                     {"remainder", unet_remainder(o)},
-                     {"alignment", unet_alignment(o)},
-                     {"receptive_field", unet_receptive_field(o)},
-                     {"flops_per_output_pixel", unet_flops_per_output_pixel(o)}};
+    nlohmann::json j = o;  // the checkpoint's spelling of the options (model_json.hpp)
+    j.update(nlohmann::json{{"model", flags.preset},
+                            {"params", unet_parameter_count(o)},
+                            {"layers", unet_layer_count(o)},
+                            {"halo", unet_halo(o)},
+                            {"remainder", unet_remainder(o)},
+                            {"alignment", unet_alignment(o)},
+                            {"receptive_field", unet_receptive_field(o)},
+                            {"flops_per_output_pixel", unet_flops_per_output_pixel(o)}});
     if (json) {
       std::cout << j.dump(2) << '\n';
       return;
