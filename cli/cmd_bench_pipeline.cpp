@@ -10,15 +10,23 @@
 //            pace; compared with the ideal (K − 1) / (M + K − 1) of equal stages;
 //   samples/s = batch / wall.
 // Memory, at M = batch (one tile per micro-batch, the planner's convention), for the naive and
-// the memory-aware balance: per stage its layers, the planner's stage_bytes (total, and its
-// activation part: total − 16 B per parameter) and the measured activation peak: the process's
-// peak RSS during one step minus its RSS just before it (Linux VmHWM, reset through
-// /proc/self/clear_refs; glibc's mmap threshold is fixed at 64 KiB so freed tensors leave the
-// RSS). Parameters and gradients exist before that step, Adam's moments not at all, so the
-// measured figure compares with the activation part.
-#include <malloc.h>
-
+// the memory-aware balance: per stage its layers, the planner's stage_bytes — the stage model
+// alone and, when a calibration for the model exists (`tessera plan --calibrate`), with the
+// measured per-layer extras, which the memory balance then also uses — and the measured
+// peak: the process's peak resident memory from just before the stage is built to the end of
+// its second training step with Adam (parameters, gradients, Adam's moments, activations and
+// every transient; Linux VmHWM, reset through /proc/self/clear_refs). Then the done-when
+// bounds: the memory balance's largest stage against 1.25 × the mean stage and 1.10 × the
+// DP optimum's prediction (the looser one applies), and the calibrated prediction's error.
+//
+// --memory-cap MiB: the largest input side whose training step stays within that much
+// memory per rank (the measured peak above), searched by doubling then bisecting over the
+// sides the model accepts, for one rank holding the whole network (every rank runs it
+// alone), K ranks with the naive balance, and K ranks with the memory-aware balance; the
+// planner's predicted largest side alongside.
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -27,9 +35,11 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "calibration.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/process_memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/pipeline.hpp"
@@ -40,6 +50,8 @@
 namespace tessera::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 using parallel::PipelineScheduleKind;
 
 struct Flags {
@@ -48,7 +60,10 @@ struct Flags {
   int batch = 8, steps = 5, threads = 1;
   std::vector<int> micro = {1, 2, 4, 8};
   std::string schedule = "1f1b", balance = "memory";
-  bool no_memory = false;
+  bool no_memory = false, no_time = false;
+  std::string calibration;
+  std::optional<double> memory_cap_mib;
+  int64_t max_side = 4096;
 };
 
 double median(std::vector<double> v) {
@@ -56,36 +71,36 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// kB fields of /proc/self/status, in bytes.
-int64_t status_bytes(const std::string& field) {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(field + ":", 0) == 0) return std::stoll(line.substr(field.size() + 1)) * 1024;
-  throw Error("/proc/self/status: no " + field + " (the memory figures need Linux)");
-}
-
-void reset_peak_rss() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
-
 struct Setup {
   UNetOptions options;
   int64_t side = 0;
   LayerSequence seq;
   PipelineScheduleKind schedule;
+  parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
 };
+
+parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {
+  auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule);
+  if (calibrated && !s.calibration.empty()) mo.with_extra_bytes(s.calibration.extra_bytes(seq));
+  return mo;
+}
 
 // `time` balances the planner's predicted layer times (FLOP model at its default device
 // figures), not profiled ones: equal compute per stage, which is what the bubble assumes.
-std::vector<int> balance_for(const Setup& s, const std::string& strategy, int k, int m) {
-  const auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule);
+// The memory balance uses the calibrated model when there is one.
+parallel::Partition partition_for(const Setup& s, const LayerSequence& seq, const std::string& strategy, int k, int m) {
+  const auto mo = memory_options(s, seq, m, true);
   const auto kind = parallel::parse_balance_strategy(strategy);
   const parallel::PlanOptions defaults(s.options, {}, 1, 1);
   const std::vector<double> seconds =
       kind == parallel::BalanceStrategy::kTime
-          ? parallel::predicted_layer_seconds(s.seq, defaults.device_flops, defaults.memory_bytes_per_second, true)
+          ? parallel::predicted_layer_seconds(seq, defaults.device_flops, defaults.memory_bytes_per_second, true)
           : std::vector<double>{};
-  return parallel::balance(kind, s.seq, k, mo, seconds).sizes;
+  return parallel::balance(kind, seq, k, mo, seconds);
+}
+
+std::vector<int> balance_for(const Setup& s, const std::string& strategy, int k, int m) {
+  return partition_for(s, s.seq, strategy, k, m).sizes;
 }
 
 struct Batch {
@@ -136,44 +151,94 @@ TimeRow time_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, co
   return row;
 }
 
-struct MemoryRow {
-  std::string strategy;
-  std::vector<int> balance;
-  std::vector<int64_t> predicted, predicted_activations, measured;
-};
-
 double max_over_mean(const std::vector<int64_t>& v) {
   const double mean = double(std::accumulate(v.begin(), v.end(), int64_t{0})) / double(v.size());
   return mean > 0 ? double(*std::max_element(v.begin(), v.end())) / mean : 0;
 }
+
+Batch make_batch(const UNetOptions& o, int batch, int64_t side) {
+  const int64_t out = *unet_output_size(o, side);
+  std::vector<int64_t> in_shape = {batch, o.in_channels}, out_shape = {batch};
+  for (int d = 0; d < o.dims; ++d) {
+    in_shape.push_back(side);
+    out_shape.push_back(out);
+  }
+  return {torch::randn(in_shape), torch::randint(0, o.classes, out_shape, torch::kInt64)};
+}
+
+// Bytes of the tensors a stage keeps between steps: parameters, their gradients, Adam's moments.
+int64_t training_state_bytes(parallel::PipelineTrainer& t, torch::optim::Adam& adam) {
+  int64_t bytes = 0;
+  for (const auto& p : t.stage()->parameters()) bytes += int64_t(p.nbytes()) + (p.grad().defined() ? int64_t(p.grad().nbytes()) : 0);
+  for (const auto& [key, state] : adam.state()) {
+    const auto& a = static_cast<const torch::optim::AdamParamState&>(*state);
+    bytes += int64_t(a.exp_avg().nbytes() + a.exp_avg_sq().nbytes());
+    if (a.max_exp_avg_sq().defined()) bytes += int64_t(a.max_exp_avg_sq().nbytes());
+  }
+  return bytes;
+}
+
+struct StagePeak {
+  int64_t total = 0;     // state + step: what the planner's stage_bytes predicts
+  int64_t state = 0;     // parameters, gradients, Adam's moments (from the tensors)
+  int64_t step = 0;      // peak resident increase during a steady step (second step, Adam update included)
+  int64_t one_time = 0;  // resident growth of the first step beyond the state (kernel caches, MPI buffers, heap)
+};
+
+// This rank's stage in training: built, one step and Adam update (gradients and moments
+// allocated, kernels set up), then the measured steady step.
+StagePeak measure_stage_peak(const UNetImpl& net, int64_t side, parallel::Communicator& pipeline,
+                             parallel::Communicator& data, const parallel::PipelineOptions& po, const Batch& b) {
+  StagePeak r;
+  const PeakMemoryMeter first;
+  parallel::PipelineTrainer t(net, side, pipeline, data, po);
+  torch::optim::Adam adam(t.stage()->parameters(), torch::optim::AdamOptions(1e-4));
+  t.train_step(b.input, b.target);
+  adam.step();
+  r.state = training_state_bytes(t, adam);
+  r.one_time = resident_bytes() - first.start_bytes() - r.state;
+  const PeakMemoryMeter steady;
+  t.train_step(b.input, b.target);
+  adam.step();
+  r.step = steady.peak_increase();
+  r.total = r.state + r.step;
+  return r;
+}
+
+// Every rank's measured figure, on every rank.
+std::vector<int64_t> gather_per_stage(parallel::Communicator& pipeline, int stage, int64_t mine) {
+  torch::Tensor all = torch::zeros({pipeline.size()}, torch::kInt64);
+  all[stage] = mine;
+  pipeline.allreduce(all, parallel::ReduceOp::kSum);
+  return std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel());
+}
+
+struct MemoryRow {
+  std::string strategy;
+  std::vector<int> balance;
+  std::vector<int64_t> model, calibrated, measured, one_time;
+  double optimum = 0;  // the partition's largest stage under the model it was cut by
+};
 
 MemoryRow memory_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, const UNetImpl& net,
                      const Batch& b, const std::string& strategy) {
   const int k = grid.shape().pipeline, m = f.batch;
   MemoryRow row;
   row.strategy = strategy;
-  row.balance = balance_for(s, strategy, k, m);
-  const auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule);
-  for (int st = 0, first = 0; st < k; first += row.balance[size_t(st)], ++st) {
-    const int last = first + row.balance[size_t(st)] - 1;
-    const int64_t total = parallel::stage_bytes(s.seq, first, last, k - st, mo);
-    int64_t params = 0;
-    for (int i = first; i <= last; ++i) params += s.seq.layers[size_t(i)].params;
-    row.predicted.push_back(total);
-    row.predicted_activations.push_back(total - 16 * params);
+  const parallel::Partition p = partition_for(s, s.seq, strategy, k, m);
+  row.balance = p.sizes;
+  row.optimum = p.max_cost;
+  const auto plain = memory_options(s, s.seq, m, false), cal = memory_options(s, s.seq, m, true);
+  for (int st = 0; st < k; ++st) {
+    const int first = p.first(st), last = first + p.sizes[size_t(st)] - 1;
+    row.model.push_back(parallel::stage_bytes(s.seq, first, last, k - st, plain));
+    row.calibrated.push_back(parallel::stage_bytes(s.seq, first, last, k - st, cal));
   }
-  parallel::PipelineTrainer t(net, s.side, grid.pipeline(), grid.data(),
-                              parallel::PipelineOptions(row.balance).with_micro_batches(m).with_schedule(s.schedule));
-  t.train_step(b.input, b.target);  // gradients allocated, kernels warmed
   grid.pipeline().barrier();
-  malloc_trim(0);
-  reset_peak_rss();
-  const int64_t before = status_bytes("VmRSS");
-  t.train_step(b.input, b.target);
-  torch::Tensor mine = torch::zeros({k}, torch::kInt64);
-  mine[t.stage_index()] = status_bytes("VmHWM") - before;
-  grid.pipeline().allreduce(mine, parallel::ReduceOp::kSum);
-  for (int i = 0; i < k; ++i) row.measured.push_back(mine[i].item<int64_t>());
+  const auto po = parallel::PipelineOptions(row.balance).with_micro_batches(m).with_schedule(s.schedule);
+  const StagePeak mine = measure_stage_peak(net, s.side, grid.pipeline(), grid.data(), po, b);
+  row.measured = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.total);
+  row.one_time = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.one_time);
   return row;
 }
 
@@ -183,47 +248,156 @@ std::string join(const std::vector<int>& v) {
   return s;
 }
 
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+// ---- --memory-cap: the largest trainable input side ----
+
+enum class CapConfig { kOneRank, kNaive, kMemory };
+
+struct CapProbe {
+  int64_t peak = 0;  // max over ranks, measured
+  std::vector<int> balance;
+};
+
+// Every rank calls. kOneRank: each rank trains the whole network alone (self communicator).
+CapProbe probe(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+               const UNetImpl& net, int64_t side, CapConfig config) {
+  const LayerSequence seq = unet_layer_sequence(s.options, side);
+  const int k = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
+  CapProbe p;
+  p.balance = partition_for(s, seq, config == CapConfig::kMemory ? "memory" : "naive", k, f.batch).sizes;
+  const auto po = parallel::PipelineOptions(p.balance).with_micro_batches(f.batch).with_schedule(s.schedule);
+  torch::manual_seed(1);
+  const Batch b = make_batch(s.options, f.batch, side);
+  grid.pipeline().barrier();
+  const StagePeak mine = config == CapConfig::kOneRank ? measure_stage_peak(net, side, self, self, po, b)
+                                                        : measure_stage_peak(net, side, grid.pipeline(), grid.data(), po, b);
+  torch::Tensor peak = torch::tensor({mine.total}, torch::kInt64);
+  grid.pipeline().allreduce(peak, parallel::ReduceOp::kMax);
+  p.peak = peak.item<int64_t>();
+  return p;
+}
+
+// The planner's largest stage for `config` at `side` (calibrated model when there is one).
+int64_t predicted_peak(const Flags& f, const Setup& s, int k, int64_t side, CapConfig config) {
+  const LayerSequence seq = unet_layer_sequence(s.options, side);
+  if (config == CapConfig::kOneRank) k = 1;
+  const auto mo = memory_options(s, seq, f.batch, true);
+  const auto p = partition_for(s, seq, config == CapConfig::kMemory ? "memory" : "naive", k, f.batch);
+  int64_t most = 0;
+  for (int st = 0; st < k; ++st) {
+    const int first = p.first(st);
+    most = std::max(most, parallel::stage_bytes(seq, first, first + p.sizes[size_t(st)] - 1, k - st, mo));
+  }
+  return most;
+}
+
+struct CapRow {
+  std::string name;
+  int ranks = 1;
+  int64_t side = 0, peak = 0;            // largest side within the cap (0: none) and its peak
+  int64_t over_side = 0, over_peak = 0;  // the smallest side measured over the cap (0: none up to --max-side)
+  int64_t predicted_side = 0;            // the planner's largest side within the cap
+  std::vector<int> balance;
+  int probes = 0;
+};
+
+CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+                    const UNetImpl& net, CapConfig config, int64_t cap) {
+  // Valid sides: s.side + j · step (step: the model's alignment keeps the side valid).
+  const int64_t step = unet_alignment(s.options);
+  const int64_t j_max = (f.max_side - s.side) / step;
+  CapRow row;
+  row.ranks = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
+  row.name = config == CapConfig::kOneRank ? "1 rank" : (config == CapConfig::kNaive ? "naive" : "memory");
+  auto fits = [&](int64_t j) {
+    const int64_t side = s.side + j * step;
+    const CapProbe p = probe(f, s, grid, self, net, side, config);
+    ++row.probes;
+    if (p.peak <= cap) {
+      if (side > row.side) {
+        row.side = side;
+        row.peak = p.peak;
+        row.balance = p.balance;
+      }
+      return true;
+    }
+    if (row.over_side == 0 || side < row.over_side) {
+      row.over_side = side;
+      row.over_peak = p.peak;
+    }
+    return false;
+  };
+  int64_t lo = -1, hi = j_max + 1;  // fits(lo) (or lo = −1), !fits(hi) (or hi beyond the range)
+  for (int64_t j = 0; j <= j_max; j = j == 0 ? 1 : 2 * j) {
+    if (fits(j)) {
+      lo = j;
+    } else {
+      hi = j;
+      break;
+    }
+  }
+  if (lo >= 0 && hi == j_max + 1 && lo < j_max) {  // fitted at every doubling: try the top
+    if (fits(j_max)) lo = j_max; else hi = j_max;
+  }
+  while (lo >= 0 && hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  for (int64_t j = 0; j <= j_max; ++j) {
+    const int64_t side = s.side + j * step;
+    if (predicted_peak(f, s, grid.shape().pipeline, side, config) > cap) break;
+    row.predicted_side = side;
+  }
+  return row;
+}
+
 void run(const Flags& f) {
   if (f.batch < 1) throw Error("--batch must be >= 1");
   if (f.steps < 1) throw Error("--steps must be >= 1");
   for (int m : f.micro)
     if (m < 1 || m > f.batch) throw Error("--micro: each M must be in 1 … --batch (" + std::to_string(f.batch) + ")");
   parallel::parse_balance_strategy(f.balance);  // a bad name fails before any work
-  mallopt(M_MMAP_THRESHOLD, 64 << 10);  // fixed: large tensors are returned to the OS when freed
   parallel::Communicator& world = parallel::world();
   parallel::ProcessGrid grid(world, parallel::GridShape().with_pipeline(world.size()));
   const int k = grid.shape().pipeline;
   const bool root = world.rank() == 0;
   const int threads = configure_threads(f.threads);
 
-  Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule)};
+  Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule), {}};
   while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
     if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
   }
   s.seq = unet_layer_sequence(s.options, s.side);
+  const fs::path cal_path = calibration_path(f.calibration);
+  s.calibration = model_calibration(read_calibration(cal_path), cal_path, f.model.preset).memory;
+  if (!f.calibration.empty() && s.calibration.empty())
+    throw Error(cal_path.string() + ": no memory calibration for model '" + f.model.preset +
+                "' (run tessera plan --calibrate --model " + f.model.preset + ")");
+  if (!s.calibration.empty()) s.calibration.extra_bytes(s.seq);  // a stale calibration fails here, naming it
   if (s.seq.size() < k) throw Error("mpirun -np: more ranks (" + std::to_string(k) + ") than layers");
 
   torch::manual_seed(0);  // the same model and batch on every rank
   UNet net(s.options);
   const int64_t out = *unet_output_size(s.options, s.side);
-  std::vector<int64_t> in_shape = {f.batch, s.options.in_channels}, out_shape = {f.batch};
-  for (int d = 0; d < s.options.dims; ++d) {
-    in_shape.push_back(s.side);
-    out_shape.push_back(out);
-  }
-  const Batch b{torch::randn(in_shape), torch::randint(0, s.options.classes, out_shape, torch::kInt64)};
+  const Batch b = make_batch(s.options, f.batch, s.side);
 
   if (root)
     std::printf("bench pipeline: %s, input side %lld (output %lld), %d layers, batch %d, K = %d ranks, %s, %s balance, "
                 "%d thread(s) per rank, median of %d steps\n",
                 f.model.preset.c_str(), (long long)s.side, (long long)out, s.seq.size(), f.batch, k, f.schedule.c_str(),
                 f.balance.c_str(), threads, f.steps);
+  if (root)
+    std::printf("memory model: %s\n", s.calibration.empty()
+                                           ? ("the stage model alone (no calibration for " + f.model.preset + " in " +
+                                              cal_path.string() + "; tessera plan --calibrate adds one)").c_str()
+                                           : ("the stage model + calibrated layer extras from " + cal_path.string()).c_str());
   nlohmann::json report{{"model", f.model.preset}, {"input_side", s.side}, {"batch", f.batch}, {"stages", k},
                         {"schedule", f.schedule}, {"balance", f.balance}, {"threads", threads}};
-  if (root)
+  if (root && !f.no_time)
     std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
                 "samples/s", "in_flight", "compute_s per stage");
-  for (int m : f.micro) {
+  for (int m : f.no_time ? std::vector<int>{} : f.micro) {
     const TimeRow r = time_row(f, s, grid, *net, b, m);
     if (!root) continue;
     std::string per_stage;
@@ -236,25 +410,74 @@ void run(const Flags& f) {
   }
   if (!f.no_memory) {
     if (root)
-      std::printf("memory at M = %d (one tile per micro-batch), MiB per stage: planner total / planner activations / "
-                  "measured peak RSS delta of one step\n",
+      std::printf("memory at M = %d (one tile per micro-batch), MiB per stage: the stage model, the model with the "
+                  "calibrated layer extras, and the measured peak (stage built, two steps with Adam)\n",
                   f.batch);
     for (const std::string strategy : {"naive", "memory"}) {
       const MemoryRow r = memory_row(f, s, grid, *net, b, strategy);
       if (!root) continue;
       std::printf("  %-7s balance %s\n", strategy.c_str(), join(r.balance).c_str());
-      for (int i = 0; i < k; ++i)
-        std::printf("    stage %d: %3d layers %9.2f %9.2f %9.2f\n", i, r.balance[size_t(i)],
-                    double(r.predicted[size_t(i)]) / (1 << 20), double(r.predicted_activations[size_t(i)]) / (1 << 20),
-                    double(r.measured[size_t(i)]) / (1 << 20));
-      std::printf("    max/mean: %9.3f %9.3f %9.3f\n", max_over_mean(r.predicted),
-                  max_over_mean(r.predicted_activations), max_over_mean(r.measured));
-      report["memory"][strategy] = {{"balance", r.balance}, {"predicted_bytes", r.predicted},
-                                    {"predicted_activation_bytes", r.predicted_activations},
-                                    {"measured_rss_delta_bytes", r.measured},
-                                    {"max_over_mean_predicted", max_over_mean(r.predicted)},
-                                    {"max_over_mean_predicted_activations", max_over_mean(r.predicted_activations)},
-                                    {"max_over_mean_measured", max_over_mean(r.measured)}};
+      std::printf("    %-8s %6s %9s %10s %9s %7s %9s\n", "stage", "layers", "model", "calibrated", "measured", "error",
+                  "one-time");
+      double worst = 0;
+      for (int i = 0; i < k; ++i) {
+        const auto at = size_t(i);
+        const double error = double(r.calibrated[at] - r.measured[at]) / double(std::max<int64_t>(1, r.measured[at]));
+        worst = std::max(worst, std::abs(error));
+        std::printf("    %-8d %6d %9.2f %10.2f %9.2f %+6.1f%% %9.2f\n", i, r.balance[at], mib(r.model[at]),
+                    mib(r.calibrated[at]), mib(r.measured[at]), 100 * error, mib(r.one_time[at]));
+      }
+      std::printf("    %-8s %6s %9.3f %10.3f %9.3f\n", "max/mean", "", max_over_mean(r.model), max_over_mean(r.calibrated),
+                  max_over_mean(r.measured));
+      const double mean = double(std::accumulate(r.measured.begin(), r.measured.end(), int64_t{0})) / k;
+      const double largest = double(*std::max_element(r.measured.begin(), r.measured.end()));
+      const double by_mean = 1.25 * mean, by_optimum = 1.10 * r.optimum;
+      const bool mean_looser = by_mean >= by_optimum;
+      const bool holds = largest <= std::max(by_mean, by_optimum);
+      if (strategy == "memory")  // the DP optimum's bound; the naive split is shown for comparison
+        std::printf("    largest stage measured %.2f MiB; bounds: 1.25 × mean %.2f MiB, 1.10 × predicted optimum %.2f "
+                    "MiB; the looser (%s) %s\n",
+                    largest / (1 << 20), by_mean / (1 << 20), by_optimum / (1 << 20),
+                    mean_looser ? "1.25 × mean" : "1.10 × optimum", holds ? "holds" : "is missed");
+      std::printf("    %s prediction vs measured: worst stage %.1f%% (%s 20%%)\n",
+                  s.calibration.empty() ? "uncalibrated" : "calibrated", 100 * worst, worst <= 0.2 ? "within" : "beyond");
+      report["memory"][strategy] = {{"balance", r.balance},
+                                    {"model_bytes", r.model},
+                                    {"calibrated_bytes", r.calibrated},
+                                    {"measured_bytes", r.measured},
+                                    {"first_step_one_time_bytes", r.one_time},
+                                    {"predicted_optimum_bytes", r.optimum},
+                                    {"max_over_mean_measured", max_over_mean(r.measured)},
+                                    {"bound", mean_looser ? "1.25_mean" : "1.10_optimum"},
+                                    {"bound_holds", holds},
+                                    {"worst_prediction_error", worst}};
+    }
+  }
+  if (f.memory_cap_mib) {
+    const auto cap = int64_t(*f.memory_cap_mib * double(1 << 20));
+    auto self = parallel::make_self_communicator();
+    if (root)
+      std::printf("largest trainable input side within %.0f MiB per rank (measured peak as above; batch %d, M = %d, %s; "
+                  "sides %lld + multiples of %lld up to %lld)\n",
+                  *f.memory_cap_mib, f.batch, f.batch, f.schedule.c_str(), (long long)s.side,
+                  (long long)unet_alignment(s.options), (long long)f.max_side);
+    if (root)
+      std::printf("  %-8s %5s %8s %8s %10s %15s %10s %6s  %s\n", "layout", "ranks", "side", "output", "peak MiB",
+                  "over: side/MiB", "predicted", "probes", "balance");
+    for (CapConfig config : {CapConfig::kOneRank, CapConfig::kNaive, CapConfig::kMemory}) {
+      const CapRow r = largest_side(f, s, grid, *self, *net, config, cap);
+      if (!root) continue;
+      const std::string over =
+          r.over_side ? fmt::format("{}/{:.1f}", r.over_side, mib(r.over_peak)) : std::string("none");
+      const std::string out_side = r.side ? std::to_string(*unet_output_size(s.options, r.side)) : "-";
+      std::printf("  %-8s %5d %8lld %8s %10.1f %15s %10lld %6d  %s\n", r.name.c_str(), r.ranks, (long long)r.side,
+                  out_side.c_str(), mib(r.peak), over.c_str(), (long long)r.predicted_side, r.probes,
+                  join(r.balance).c_str());
+      report["memory_cap"]["cap_bytes"] = cap;
+      report["memory_cap"]["layouts"].push_back({{"layout", r.name}, {"ranks", r.ranks}, {"largest_side", r.side},
+                                                 {"peak_bytes", r.peak}, {"over_side", r.over_side},
+                                                 {"over_peak_bytes", r.over_peak}, {"predicted_side", r.predicted_side},
+                                                 {"balance", r.balance}, {"probes", r.probes}});
     }
   }
   if (root) std::cout << report.dump() << std::endl;
@@ -274,6 +497,12 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--steps", f.steps, "Timed steps per M (after one warm-up)")->capture_default_str();
   cmd->add_option("--threads", f.threads, "LibTorch threads per rank (0: automatic)")->capture_default_str();
   cmd->add_flag("--no-memory", f.no_memory, "Skip the per-stage memory table");
+  cmd->add_flag("--no-time", f.no_time, "Skip the timed runs (bubble table)");
+  cmd->add_option("--calibration", f.calibration,
+                  "Calibration file with the model's layer memory (default ~/.cache/tessera/calibration.json if it has one)");
+  cmd->add_option("--memory-cap", f.memory_cap_mib,
+                  "MiB per rank: find the largest trainable input side for 1 rank, K ranks naive and K ranks planned");
+  cmd->add_option("--max-side", f.max_side, "Largest input side --memory-cap tries")->capture_default_str();
   cmd->callback([] { run(f); });
 }
 

@@ -6,7 +6,10 @@
 //
 // tessera plan --calibrate --model PRESET: times forward + backward of the network on this
 // machine (LibTorch, one tile) and stores the sustained FLOP/s per model in the calibration
-// file (default ~/.cache/tessera/calibration.json), which later plans use for their times.
+// file (cli/calibration.hpp), which later plans use for their times; then measures every
+// layer's memory beyond the stage model at two tile insets (half the calibration tile and the
+// whole) and stores the per-layer fit (planner.hpp LayerMemoryCalibration), which later plans
+// and `tessera bench pipeline` add to their stage memory.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,11 +20,13 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "calibration.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/unet.hpp"
+#include "tessera/parallel/memory_calibration.hpp"
 #include "tessera/parallel/planner.hpp"
 
 namespace tessera::cli {
@@ -38,16 +43,9 @@ struct Flags {
   std::string schedule = "1f1b";
   std::optional<double> throughput_gflops;
   std::string calibration;
-  int64_t calibration_tile = 128;
+  std::optional<int64_t> calibration_tile;  // default 128 (2-D), 32 (3-D)
   int threads = 2;
 };
-
-fs::path default_calibration_path() {
-  const char* home = std::getenv("HOME");
-  return fs::path(home ? home : ".") / ".cache" / "tessera" / "calibration.json";
-}
-
-fs::path calibration_path(const Flags& f) { return f.calibration.empty() ? default_calibration_path() : fs::path(f.calibration); }
 
 // "W×H" or "W×H×D" ('x' or '×') → extent in axis order (y, x) or (z, y, x).
 Index parse_image(const std::string& text) {
@@ -73,49 +71,81 @@ Index parse_image(const std::string& text) {
   return Index(wh.rbegin(), wh.rend());
 }
 
-nlohmann::json read_calibration(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return nlohmann::json::object();
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path.string() + ": not a calibration file (" + e.what() + ")");
-  }
+int64_t aligned_inset(const UNetOptions& o, int64_t tile) {
+  const int64_t a = unet_alignment(o);
+  return std::max<int64_t>(a, (tile + a - 1) / a * a);
+}
+
+int64_t input_side_for_inset(const UNetOptions& o, int64_t inset) {
+  return inset + unet_remainder(o) + 2 * unet_halo(o);
 }
 
 // Median seconds of forward + backward of one tile; FLOP/s = 3 × forward FLOPs / seconds.
-void calibrate(const Flags& f) {
-  const UNetOptions o = f.model.resolve();
-  torch::set_num_threads(f.threads);
-  const int64_t a = unet_alignment(o);
-  const int64_t inset = std::max<int64_t>(a, (f.calibration_tile + a - 1) / a * a);
-  const int64_t side = inset + unet_remainder(o) + 2 * unet_halo(o);
-  const LayerSequence seq = unet_layer_sequence(o, side);
-  torch::manual_seed(0);
-  UNet net(o);
+nlohmann::json calibrate_time(UNetImpl& net, const LayerSequence& seq) {
+  const UNetOptions& o = seq.options;
   std::vector<int64_t> shape{1, o.in_channels};
-  for (int d = 0; d < o.dims; ++d) shape.push_back(side);
+  for (int d = 0; d < o.dims; ++d) shape.push_back(seq.input_side);
   const auto x = torch::randn(shape);
   std::vector<double> seconds;
   for (int i = 0; i < 4; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
-    net->zero_grad();
-    net->forward(x).square().mean().backward();
+    net.zero_grad();
+    net.forward(x).square().mean().backward();
     const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
     if (i > 0) seconds.push_back(dt.count());  // the first run warms up allocators
   }
   std::sort(seconds.begin(), seconds.end());
   const double s = seconds[seconds.size() / 2];
-  const double flops = 3.0 * seq.flops() / s;
-  const fs::path path = calibration_path(f);
+  return {{"device_flops", 3.0 * seq.flops() / s}, {"input_side", seq.input_side}, {"seconds_per_step", s}};
+}
+
+void calibrate(const Flags& f) {
+  const UNetOptions o = f.model.resolve();
+  torch::set_num_threads(f.threads);
+  const int64_t inset = aligned_inset(o, f.calibration_tile.value_or(o.dims == 3 ? 32 : 128));
+  const int64_t half = aligned_inset(o, inset / 2);
+  if (half == inset)
+    throw Error("--calibration-tile: " + std::to_string(inset) + " is the smallest inset (" +
+                std::to_string(unet_alignment(o)) + "); the memory fit needs two, give at least twice that");
+  const LayerSequence seq = unet_layer_sequence(o, input_side_for_inset(o, inset));
+  const LayerSequence small = unet_layer_sequence(o, input_side_for_inset(o, half));
+  torch::manual_seed(0);
+  UNet net(o);
+  nlohmann::json entry = calibrate_time(*net, seq);
+  const double flops = entry["device_flops"].get<double>(), s = entry["seconds_per_step"].get<double>();
+  std::printf("%s: forward + backward of a %lld-px tile in %.3f s = %.1f GFLOP/s\n", f.model.preset.c_str(),
+              (long long)seq.input_side, s, flops / 1e9);
+
+  const int total = 2 * seq.size();
+  auto progress = [&](int offset) {
+    return [&, offset](int done, int) {
+      std::fprintf(stderr, "\rmeasuring layer memory: %d / %d layers", offset + done, total);
+      if (offset + done == total) std::fprintf(stderr, "\n");
+    };
+  };
+  const auto extra_small = parallel::measure_layer_extra_bytes(*net, small, progress(0));
+  const auto extra = parallel::measure_layer_extra_bytes(*net, seq, progress(seq.size()));
+  const auto fit = parallel::LayerMemoryCalibration::fit(small, extra_small, seq, extra);
+  int64_t largest = 0;
+  int where = 0;
+  for (int i = 0; i < seq.size(); ++i)
+    if (extra[size_t(i)] > largest) largest = extra[size_t(where = i)];
+  std::printf("%s: layer memory beyond the stage model at input sides %lld and %lld; largest extra %.2f MiB (%s at %lld)\n",
+              f.model.preset.c_str(), (long long)small.input_side, (long long)seq.input_side,
+              double(largest) / double(1 << 20), seq.layers[size_t(where)].name.c_str(), (long long)seq.input_side);
+
+  entry["threads"] = f.threads;
+  entry["dims"] = o.dims;
+  entry["memory"] = {{"sides", {small.input_side, seq.input_side}},
+                     {"threads", f.threads},
+                     {"measured_extra_bytes", {extra_small, extra}},
+                     {"constant_bytes", fit.constant_bytes},
+                     {"bytes_per_element", fit.bytes_per_element}};
+  const fs::path path = calibration_path(f.calibration);
   nlohmann::json j = read_calibration(path);
-  j["models"][f.model.preset] = {{"device_flops", flops}, {"input_side", side}, {"seconds_per_step", s},
-                                 {"threads", f.threads}, {"dims", o.dims}};
-  fs::create_directories(path.parent_path().empty() ? fs::path(".") : path.parent_path());
-  std::ofstream out(path);
-  if (!(out << j.dump(2) << '\n')) throw Error(path.string() + ": cannot write calibration");
-  std::printf("%s: forward + backward of a %lld-px tile in %.3f s = %.1f GFLOP/s; stored in %s\n", f.model.preset.c_str(),
-              (long long)side, s, flops / 1e9, path.string().c_str());
+  j["models"][f.model.preset] = entry;
+  write_calibration(path, j);
+  std::printf("stored in %s\n", path.string().c_str());
 }
 
 std::string join(const std::vector<int>& v) {
@@ -141,16 +171,17 @@ void run_plan(const Flags& f) {
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);
     time_source = "--throughput";
-  } else {
-    const fs::path path = calibration_path(f);
-    const nlohmann::json j = read_calibration(path);
-    if (j.contains("models") && j["models"].contains(f.model.preset)) {
-      po.with_device_flops(j["models"][f.model.preset].at("device_flops").get<double>());
-      time_source = "calibrated, " + path.string();
-    } else if (!f.calibration.empty()) {
-      throw Error(path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
-    }
   }
+  const fs::path path = calibration_path(f.calibration);
+  const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset);
+  if (!f.calibration.empty() && !cal.device_flops && cal.memory.empty())
+    throw Error(path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
+  if (cal.device_flops && !f.throughput_gflops) {
+    po.with_device_flops(*cal.device_flops);
+    time_source = "calibrated, " + path.string();
+  }
+  const std::string memory_source = cal.memory.empty() ? "stage model" : "stage model + calibrated layer extras, " + path.string();
+  po.with_memory_calibration(cal.memory);
   const parallel::Layout L = parallel::plan(po);
   const double gib = double(int64_t{1} << 30);
   if (f.json) {
@@ -183,7 +214,8 @@ void run_plan(const Flags& f) {
                       {{"stage_bytes", L.stage_memory_bytes},
                        {"stage_gib", stage_gib},
                        {"peak_bytes", L.peak_memory_bytes},
-                       {"peak_gib", double(L.peak_memory_bytes) / gib}}},
+                       {"peak_gib", double(L.peak_memory_bytes) / gib},
+                       {"source", memory_source}}},
                      {"time",
                       {{"stage_seconds", L.stage_seconds},
                        {"step_seconds", L.step_seconds},
@@ -205,7 +237,7 @@ void run_plan(const Flags& f) {
   std::printf("  micro-batches M         %d (%s), bubble %.2f\n", L.micro_batches, parallel::to_string(L.schedule).c_str(),
               L.bubble_fraction);
   std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
-  std::printf("  peak memory per device  %.2f GiB\n", double(L.peak_memory_bytes) / gib);
+  std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / gib, memory_source.c_str());
   std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
               L.pass_seconds, (long long)L.steps, L.device_flops / 1e9, time_source.c_str());
   std::printf("  stage  first layer        layers  memory GiB  seconds\n");
@@ -232,8 +264,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b or gpipe")->capture_default_str();
   cmd->add_option("--throughput", f.throughput_gflops, "Sustained GFLOP/s per device (overrides calibration)");
   cmd->add_option("--calibration", f.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");
-  cmd->add_flag("--calibrate", f.calibrate, "Measure this machine's forward + backward speed for --model and store it");
-  cmd->add_option("--calibration-tile", f.calibration_tile, "Inset of the tile --calibrate times")->capture_default_str();
+  cmd->add_flag("--calibrate", f.calibrate, "Measure this machine's forward + backward speed and per-layer memory for --model and store them");
+  cmd->add_option("--calibration-tile", f.calibration_tile, "Inset of the tile --calibrate measures (default 128, 3-D 32)");
   cmd->add_option("--threads", f.threads, "Intra-op threads for --calibrate")->capture_default_str();
   cmd->callback([] { f.calibrate ? calibrate(f) : run_plan(f); });
 }

@@ -282,6 +282,19 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
   }
 
   int in_flight = 0;
+  auto bytes_of = [](const torch::Tensor& t) {
+    if (!t.defined()) return int64_t{0};
+    return tensor_bytes(t) + (t.grad().defined() ? tensor_bytes(t.grad()) : 0);
+  };
+  auto note_received_bytes_held = [&] {
+    int64_t held = 0;
+    for (const auto& mb : mbs) {
+      held += (stage_index_ > 0 ? bytes_of(mb.in.main) : 0) + bytes_of(mb.grad_out.main);
+      for (const auto& [e, t] : mb.in.skips) held += bytes_of(t);
+      for (const auto& [e, t] : mb.grad_out.skips) held += bytes_of(t);
+    }
+    stats_.max_received_bytes_held = std::max(stats_.max_received_bytes_held, held);
+  };
   for (const Event& ev : events_) {
     MicroBatch& mb = mbs[static_cast<size_t>(ev.block.micro_batch)];
     if (!ev.message) {
@@ -294,6 +307,7 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
         --in_flight;
       }
       stats_.compute_seconds += now_seconds() - c0;
+      note_received_bytes_held();
       continue;
     }
     const bool forward_message = ev.block.forward;
@@ -308,7 +322,12 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
       t = t.detach().contiguous();
       pipeline_.send(t, ev.destination, ev.tag);
       stats_.bytes_sent += tensor_bytes(t);
-      if (!forward_message && ev.skip < 0) mb.in.main = torch::Tensor();  // its gradient is out
+      if (!forward_message) {  // its gradient is out: the received tensor is no longer needed
+        if (ev.skip < 0)
+          mb.in.main = torch::Tensor();
+        else
+          mb.in.skips.erase(ev.skip);
+      }
     } else {
       std::vector<int64_t> shape;
       if (forward_message)

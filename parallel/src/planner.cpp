@@ -30,8 +30,12 @@ struct StageTerms {
   int64_t per_flight = 0;
 };
 
-StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training) {
+StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training,
+                       const std::vector<int64_t>& extra) {
   TESSERA_CHECK(first >= 0 && first <= last && last < seq.size());
+  if (!extra.empty() && static_cast<int>(extra.size()) != seq.size())
+    throw Error("stage memory: extra_bytes has " + std::to_string(extra.size()) + " entries for " +
+                std::to_string(seq.size()) + " layers");
   StageTerms t;
   int64_t work = 0;
   for (int x = first; x <= last; ++x) {
@@ -39,6 +43,7 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     t.fixed += layer_bytes(l, 1, training) - (training ? l.saved_bytes : 0);
     if (training) t.per_flight += l.saved_bytes;
     int64_t live = (l.in_elements + l.out_elements) * kFloatBytes;
+    if (training && !extra.empty()) live += extra[size_t(x)];
     if (!training) {
       // Skips this stage holds at layer x (after their producer, up to and including the
       // concatenation): those consumed here, whether produced here or received.
@@ -152,13 +157,45 @@ Partition balance_by_time(const std::vector<double>& layer_seconds, int stages) 
   return min_max_partition(n, stages, [&](int f, int l, int) { return prefix[l + 1] - prefix[f]; });
 }
 
+std::vector<int64_t> LayerMemoryCalibration::extra_bytes(const LayerSequence& seq) const {
+  if (constant_bytes.size() != size_t(seq.size()) || bytes_per_element.size() != size_t(seq.size()))
+    throw Error(fmt::format("calibration: {} layers measured, the model has {} (recalibrate: tessera plan --calibrate)",
+                            constant_bytes.size(), seq.size()));
+  std::vector<int64_t> out;
+  for (int i = 0; i < seq.size(); ++i) {
+    const Layer& l = seq.layers[size_t(i)];
+    const double e = constant_bytes[size_t(i)] + bytes_per_element[size_t(i)] * double(l.in_elements + l.out_elements);
+    out.push_back(std::max<int64_t>(0, std::llround(e)));
+  }
+  return out;
+}
+
+LayerMemoryCalibration LayerMemoryCalibration::fit(const LayerSequence& a, const std::vector<int64_t>& extra_a,
+                                                   const LayerSequence& b, const std::vector<int64_t>& extra_b) {
+  const size_t n = a.layers.size();
+  if (b.layers.size() != n || extra_a.size() != n || extra_b.size() != n)
+    throw Error(fmt::format("calibration: layer counts differ ({}, {}, {} and {} measurements)", n, b.layers.size(),
+                            extra_a.size(), extra_b.size()));
+  LayerMemoryCalibration c;
+  for (size_t i = 0; i < n; ++i) {
+    const double xa = double(a.layers[i].in_elements + a.layers[i].out_elements);
+    const double xb = double(b.layers[i].in_elements + b.layers[i].out_elements);
+    if (xa == xb)
+      throw Error("calibration: layer " + a.layers[i].name + " has the same size at both sides; use two different sides");
+    const double slope = double(extra_b[i] - extra_a[i]) / (xb - xa);
+    c.bytes_per_element.push_back(slope);
+    c.constant_bytes.push_back(double(extra_a[i]) - slope * xa);
+  }
+  return c;
+}
+
 int StageMemoryOptions::in_flight(int from_end) const {
   if (!training) return 1;
   return schedule == PipelineScheduleKind::kGPipe ? micro_batches : std::min(micro_batches, from_end);
 }
 
 int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
-  const StageTerms t = stage_terms(seq, first, last, o.training);
+  const StageTerms t = stage_terms(seq, first, last, o.training, o.extra_bytes);
   return t.fixed + o.in_flight(from_end) * t.per_flight;
 }
 
@@ -281,9 +318,11 @@ Layout plan(const PlanOptions& o) {
     }
     const int n = seq.size();
     const int k_max = std::min({n, o.devices, o.max_stages});
+    const std::vector<int64_t> extra =
+        o.memory_calibration.empty() ? std::vector<int64_t>{} : o.memory_calibration.extra_bytes(seq);
     std::vector<StageTerms> terms(size_t(n) * n);
     for (int i = 0; i < n; ++i)
-      for (int j = i; j < n; ++j) terms[size_t(i) * n + j] = stage_terms(seq, i, j, o.training);
+      for (int j = i; j < n; ++j) terms[size_t(i) * n + j] = stage_terms(seq, i, j, o.training, extra);
     const auto seconds = predicted_layer_seconds(seq, o.device_flops, o.memory_bytes_per_second, o.training);
     std::vector<double> prefix(n + 1, 0.0);
     std::vector<int64_t> param_prefix(n + 1, 0);

@@ -342,6 +342,51 @@ TEST(Pipeline, SkipsGoStraightToTheirConsumer) {
   EXPECT_EQ(sent[0].item<int64_t>(), sent[1].item<int64_t>());
 }
 
+// A stage lets go of what it received once the gradient has been sent back: under 1F1B with
+// more micro-batches than stages, the received activations, skips and their gradients held
+// at once stay within the stage's in-flight window min(M, K) (a received skip and its
+// gradient live until the producer takes the gradient, at most K micro-batches later), not
+// all M micro-batches'.
+TEST(Pipeline, ReceivedTensorsAreReleasedOnceTheirGradientIsSent) {
+  Communicator& w = world();
+  const int K = w.size() >= 4 ? 4 : 2;
+  if (w.size() % K != 0) GTEST_SKIP() << "needs a multiple of " << K << " ranks";
+  ProcessGrid grid(w, GridShape().with_pipeline(K));
+  const UNetOptions o = tiny(Norm::kNone);
+  const int64_t side = small_side(o);
+  const LayerSequence seq = unet_layer_sequence(o, side);
+  const auto part = balance_naive(seq.size(), K);
+  std::vector<int> stage_of;
+  for (int s = 0; s < K; ++s)
+    for (int i = 0; i < part.sizes[s]; ++i) stage_of.push_back(s);
+  const int me = grid.pipeline_stage();
+  const int M = 4 * K;
+  // Per sample: forward inputs received (each held with its gradient), output gradients received.
+  int64_t forward_in = me > 0 ? seq.layers[part.first(me) - 1].out_elements : 0;
+  int64_t backward_in = me < K - 1 ? seq.layers[part.first(me + 1) - 1].out_elements : 0;
+  for (const auto& e : seq.skips) {
+    if (stage_of[e.consumer] == me && stage_of[e.producer] < me) forward_in += e.cropped_elements;
+    if (stage_of[e.producer] == me && stage_of[e.consumer] > me) backward_in += e.cropped_elements;
+  }
+  torch::manual_seed(12);
+  UNet net(o);
+  const Batch b = make_batch(o, side, M, 6);
+  PipelineTrainer t(*net, side, grid.pipeline(), grid.data(),
+                    PipelineOptions(part.sizes).with_micro_batches(M).with_schedule(Schedule::kOneFOneB));
+  t.train_step(b.input, b.target);
+  // Every stage's figures on every rank, so rank 0 reports any stage's failure.
+  torch::Tensor held = torch::zeros({K}, torch::kInt64), window = torch::zeros({K}, torch::kInt64);
+  held[me] = t.last_step().max_received_bytes_held;
+  window[me] = 4 * K * (2 * forward_in + backward_in);  // bytes: K micro-batches of one sample
+  grid.pipeline().allreduce(held, ReduceOp::kSum);
+  grid.pipeline().allreduce(window, ReduceOp::kSum);
+  for (int s = 1; s < K; ++s) {
+    EXPECT_GT(held[s].item<int64_t>(), 0) << "stage " << s;
+    EXPECT_LE(held[s].item<int64_t>(), window[s].item<int64_t>())
+        << "stage " << s << " held received tensors of more than K = " << K << " micro-batches";
+  }
+}
+
 // The comparison is sharp enough to see a micro-batch missing: the reference computed
 // without the last micro-batch's samples differs from the pipeline's gradients by far more
 // than the tolerance.

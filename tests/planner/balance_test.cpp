@@ -167,5 +167,87 @@ TEST(Balance, StageBytesByHand) {
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, infer), 4 * 190 + 4 * 512);
 }
 
+// Calibrated extras join the transient working set: the stage's transient becomes the
+// largest (in + out) · 4 + extra over its layers; parameters and in-flight terms stay.
+TEST(Balance, CalibratedExtrasJoinTheTransientWorkingSet) {
+  const auto o = UNetOptions{}.with_levels(2).with_convs_per_level(1).with_base_filters(2).with_in_channels(1).with_classes(2);
+  const auto seq = unet_layer_sequence(o, 14);
+  const auto m4 = StageMemoryOptions{}.with_micro_batches(4);
+  auto io = [&](int x) { return (seq.layers[x].in_elements + seq.layers[x].out_elements) * 4; };
+  int64_t work = 0;
+  for (int x = 3; x <= 9; ++x) work = std::max(work, io(x));
+  const int64_t plain = stage_bytes(seq, 3, 9, 1, m4);
+  std::vector<int64_t> extra(size_t(seq.size()), 0);
+  extra[7] = 5000;  // a convolution's workspace
+  const int64_t with = stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes(extra));
+  EXPECT_EQ(with - plain, std::max(work, io(7) + 5000) - work);
+  // An extra below the working set it joins changes nothing; stages without it neither.
+  extra[7] = 1;
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes(extra)), plain);
+  extra[7] = 5000;
+  EXPECT_EQ(stage_bytes(seq, 0, 2, 2, StageMemoryOptions(m4).with_extra_bytes(extra)), stage_bytes(seq, 0, 2, 2, m4));
+  // Inference ignores them (they are measured on forward + backward).
+  const auto infer = StageMemoryOptions{}.with_training(false);
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(infer).with_extra_bytes(extra)), stage_bytes(seq, 3, 9, 1, infer));
+  EXPECT_THROW(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes({1, 2})), Error);
+}
+
+// The memory balance stays the exact min-max partition with calibrated extras in the cost.
+TEST(Balance, MemoryBalanceWithCalibrationIsTheExactOptimum) {
+  std::mt19937 rng(7);
+  for (const auto& name : {"unet-tiny", "unet3d-tiny"}) {
+    const auto o = unet_preset(name);
+    const auto seq = unet_layer_sequence(o, 3 * unet_alignment(o) + unet_remainder(o) + 2 * unet_halo(o));
+    std::vector<int64_t> extra;
+    for (const auto& l : seq.layers)
+      extra.push_back(std::uniform_int_distribution<int64_t>(0, 3 * (l.in_elements + l.out_elements) * 4)(rng));
+    for (int k : {2, 3, 4}) {
+      const auto mo = StageMemoryOptions{}.with_micro_batches(4).with_extra_bytes(extra);
+      const StageCost cost = [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, mo)); };
+      const Partition p = balance(BalanceStrategy::kMemory, seq, k, mo);
+      expect_valid(p, seq.size(), k);
+      EXPECT_DOUBLE_EQ(p.max_cost, brute_force(seq.size(), k, cost)) << name << " K=" << k;
+    }
+  }
+}
+
+// fit() recovers each layer's line from two sides, and extra_bytes() applies it at a third.
+TEST(LayerMemoryCalibration, FitRecoversEachLayersLineAndAppliesItAtAnySide) {
+  const auto o = unet_preset("unet-tiny");
+  const int64_t a = unet_alignment(o), tail = unet_remainder(o) + 2 * unet_halo(o);
+  const auto s1 = unet_layer_sequence(o, 4 * a + tail), s2 = unet_layer_sequence(o, 9 * a + tail);
+  const auto s3 = unet_layer_sequence(o, 16 * a + tail);
+  std::mt19937 rng(3);
+  std::vector<double> c, r;
+  std::vector<int64_t> e1, e2;
+  for (int i = 0; i < s1.size(); ++i) {
+    c.push_back(double(std::uniform_int_distribution<int>(0, 1 << 20)(rng)));
+    r.push_back(double(std::uniform_int_distribution<int>(0, 12)(rng)));
+    const auto x = [&](const LayerSequence& s) { return double(s.layers[i].in_elements + s.layers[i].out_elements); };
+    e1.push_back(std::llround(c.back() + r.back() * x(s1)));
+    e2.push_back(std::llround(c.back() + r.back() * x(s2)));
+  }
+  const auto fit = LayerMemoryCalibration::fit(s1, e1, s2, e2);
+  ASSERT_EQ(fit.constant_bytes.size(), size_t(s1.size()));
+  const auto e3 = fit.extra_bytes(s3);
+  for (int i = 0; i < s3.size(); ++i) {
+    EXPECT_NEAR(fit.bytes_per_element[i], r[i], 1e-9) << s1.layers[i].name;
+    EXPECT_NEAR(double(e3[i]), c[i] + r[i] * double(s3.layers[i].in_elements + s3.layers[i].out_elements), 1.0)
+        << s1.layers[i].name;
+  }
+  // Negative extrapolations are clamped at zero.
+  auto negative = fit;
+  negative.constant_bytes.assign(negative.constant_bytes.size(), -1e12);
+  for (int64_t v : negative.extra_bytes(s3)) EXPECT_EQ(v, 0);
+  // Another model's calibration is refused, naming it.
+  try {
+    fit.extra_bytes(unet_layer_sequence(unet_preset("unet-small"), 188));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("calibration"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(LayerMemoryCalibration::fit(s1, e1, s1, e2), Error);  // same side twice: no line
+}
+
 }  // namespace
 }  // namespace tessera::parallel

@@ -49,7 +49,8 @@ void expect_complete(const PlanOptions& o, const Layout& L) {
   EXPECT_EQ(L.steps, (L.tiles + int64_t(L.data_parallel) * L.micro_batches - 1) /
                          (int64_t(L.data_parallel) * L.micro_batches));
   const auto seq = unet_layer_sequence(m, L.tile_input_side);
-  const auto mo = StageMemoryOptions{}.with_micro_batches(L.micro_batches).with_schedule(L.schedule).with_training(o.training);
+  auto mo = StageMemoryOptions{}.with_micro_batches(L.micro_batches).with_schedule(L.schedule).with_training(o.training);
+  if (!o.memory_calibration.empty()) mo.with_extra_bytes(o.memory_calibration.extra_bytes(seq));
   int64_t peak = 0;
   for (int s = 0, first = 0; s < L.stages; first += L.balance[s], ++s) {
     EXPECT_EQ(L.stage_memory_bytes[s], o.baseline_bytes + stage_bytes(seq, first, first + L.balance[s] - 1, L.stages - s, mo));
@@ -102,6 +103,27 @@ TEST(Planner, TightMemoryForcesAPipelineAndSaysSo) {
   bool said = false;
   for (const auto& r : L.reasons) said |= r.find("memory binds the pipeline") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+// A memory calibration enters every stage's prediction: the layout stays complete (its
+// stage memory re-derived with the extras), and a calibration that adds memory to every
+// layer leaves the tight-memory plan needing more stages or a smaller tile, never fewer.
+TEST(Planner, CalibratedExtrasEnterTheStageMemory) {
+  const UNetOptions m = unet_preset("unet-small");
+  const int n = unet_layer_count(m);
+  LayerMemoryCalibration cal;
+  cal.constant_bytes.assign(size_t(n), double(8 << 20));
+  cal.bytes_per_element.assign(size_t(n), 8.0);
+  auto o = PlanOptions(m, {2000, 2000}, 16, int64_t(0.6 * double(kGiB)));
+  const Layout plain = plan(o);
+  o.with_memory_calibration(cal);
+  const Layout calibrated = plan(o);
+  expect_complete(o, calibrated);
+  EXPECT_LE(calibrated.peak_memory_bytes, o.device_memory_bytes);
+  const bool costlier = calibrated.stages > plain.stages || calibrated.tile_inset < plain.tile_inset ||
+                        calibrated.micro_batches < plain.micro_batches || calibrated.peak_memory_bytes > plain.peak_memory_bytes;
+  EXPECT_TRUE(costlier) << "K " << plain.stages << " → " << calibrated.stages << ", T " << plain.tile_inset << " → "
+                        << calibrated.tile_inset;
 }
 
 TEST(Planner, NothingFitsIsAnErrorNamingDeviceMemory) {

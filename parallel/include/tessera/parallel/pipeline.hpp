@@ -82,6 +82,9 @@ struct PipelineStepStats {
   int64_t bytes_sent = 0;      ///< point-to-point, activations and their gradients
   int64_t bytes_received = 0;
   int max_in_flight = 0;       ///< most micro-batches whose activations this stage held at once
+  /// Most bytes of received tensors held at once: forward inputs (and the gradients formed on
+  /// them, until sent back) and received output gradients (until used).
+  int64_t max_received_bytes_held = 0;
 };
 
 class PipelineTrainer {

@@ -18,7 +18,8 @@
 //              all of the per-sample terms × the micro-batches in flight: M for GPipe,
 //              min(M, K − s) for 1F1B stage s (0-based)
 //              + one transient working set, max over the stage's layers of input + output
-//                (the forward output or backward input-gradient being formed).
+//                (the forward output or backward input-gradient being formed) plus, when
+//                calibrated, that layer's measured extra (LayerMemoryCalibration).
 //   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
 //              tensors the stage holds at that layer).
 // Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.
@@ -71,14 +72,38 @@ std::vector<Partition> min_max_partitions(int layers, int k_max, const StageCost
 /// Min-max over measured (or predicted) per-layer times; stage time is their sum.
 Partition balance_by_time(const std::vector<double>& layer_seconds, int stages);
 
+/// What the stage model leaves out, measured on this machine by `tessera plan --calibrate`
+/// (parallel/memory_calibration.hpp): per layer, the peak bytes of its forward + backward on
+/// one tile beyond the model's prediction for a stage of that layer alone — LibTorch's and
+/// oneDNN's reordered copies of weights and activations, convolution workspaces, the loss's
+/// temporaries. Measured at two tile sides and fitted per layer as
+///   extra = constant_bytes + bytes_per_element × (in + out elements per sample),
+/// so it applies to any tile side of the same model. Training only.
+struct LayerMemoryCalibration {
+  std::vector<double> constant_bytes;     ///< one per layer
+  std::vector<double> bytes_per_element;  ///< one per layer
+
+  bool empty() const { return constant_bytes.empty(); }
+  /// Each layer's extra bytes for `seq` (same model, any side), clamped at >= 0. Throws
+  /// tessera::Error naming `calibration` when the layer counts differ.
+  std::vector<int64_t> extra_bytes(const LayerSequence& seq) const;
+  /// The per-layer line through the extras measured at two sides, `a` and `b`, of one model
+  /// (one entry per layer each). Throws tessera::Error naming `calibration` when the
+  /// sequences differ in layers or a layer has the same size in both.
+  static LayerMemoryCalibration fit(const LayerSequence& a, const std::vector<int64_t>& extra_a, const LayerSequence& b,
+                                    const std::vector<int64_t>& extra_b);
+};
+
 struct StageMemoryOptions {
   int micro_batches = 1;  ///< M
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
   bool training = true;
+  std::vector<int64_t> extra_bytes;  ///< per layer of the sequence: calibrated extra (empty: none)
 
   StageMemoryOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   StageMemoryOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   StageMemoryOptions& with_training(bool t) { training = t; return *this; }
+  StageMemoryOptions& with_extra_bytes(std::vector<int64_t> e) { extra_bytes = std::move(e); return *this; }
   /// Micro-batches whose activations a stage holds at once.
   int in_flight(int from_end) const;
 };
@@ -118,6 +143,7 @@ struct PlanOptions {
   int max_stages = 64;                       ///< K searched in 1 … min(this, layers, devices)
   int max_micro_batches = 32;                ///< M searched in powers of two up to this
   int max_tile_candidates = 96;              ///< aligned insets T tried (geometric subset if more)
+  LayerMemoryCalibration memory_calibration;  ///< measured per-layer extras (empty: the model alone)
 
   PlanOptions(UNetOptions model_, Index image_, int devices_, int64_t device_memory_bytes_)
       : model(std::move(model_)), image(std::move(image_)), devices(devices_),
@@ -130,6 +156,7 @@ struct PlanOptions {
   PlanOptions& with_baseline_bytes(int64_t b) { baseline_bytes = b; return *this; }
   PlanOptions& with_max_stages(int k) { max_stages = k; return *this; }
   PlanOptions& with_max_micro_batches(int m) { max_micro_batches = m; return *this; }
+  PlanOptions& with_memory_calibration(LayerMemoryCalibration c) { memory_calibration = std::move(c); return *this; }
 
   /// Throws tessera::Error naming the first bad field.
   void validate() const;

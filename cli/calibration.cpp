@@ -1,0 +1,56 @@
+#include "calibration.hpp"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::cli {
+
+namespace fs = std::filesystem;
+
+fs::path calibration_path(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : ".") / ".cache" / "tessera" / "calibration.json";
+}
+
+nlohmann::json read_calibration(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not a calibration file (" + e.what() + ")");
+  }
+}
+
+void write_calibration(const fs::path& path, const nlohmann::json& j) {
+  if (path.has_parent_path()) fs::create_directories(path.parent_path());
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!(out << j.dump(2) << '\n' << std::flush)) throw Error(tmp.string() + ": cannot write the calibration");
+  }
+  fs::rename(tmp, path);
+}
+
+ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path, const std::string& preset) {
+  ModelCalibration c;
+  if (!j.contains("models") || !j["models"].contains(preset)) return c;
+  const auto& m = j["models"][preset];
+  try {
+    if (m.contains("device_flops")) c.device_flops = m.at("device_flops").get<double>();
+    if (m.contains("memory")) {
+      c.memory.constant_bytes = m["memory"].at("constant_bytes").get<std::vector<double>>();
+      c.memory.bytes_per_element = m["memory"].at("bytes_per_element").get<std::vector<double>>();
+      if (c.memory.constant_bytes.size() != c.memory.bytes_per_element.size())
+        throw Error(path.string() + ": models." + preset + ".memory: constant_bytes and bytes_per_element differ in length");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": models." + preset + ": " + e.what());
+  }
+  return c;
+}
+
+}  // namespace tessera::cli

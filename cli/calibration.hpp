@@ -1,0 +1,38 @@
+#pragma once
+// The calibration file `tessera plan --calibrate` writes and `tessera plan` / `tessera bench
+// pipeline` read (default ~/.cache/tessera/calibration.json):
+//   {"models": {"unet-small": {"device_flops": …, "input_side": …, "seconds_per_step": …,
+//      "threads": …, "dims": …,
+//      "memory": {"sides": [a, b], "threads": …, "constant_bytes": [one per layer],
+//                 "bytes_per_element": [one per layer]}}, …}}
+// Torch-free.
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/parallel/planner.hpp"
+
+namespace tessera::cli {
+
+/// `given`, or ~/.cache/tessera/calibration.json when empty.
+std::filesystem::path calibration_path(const std::string& given);
+
+/// The file's JSON; an empty object when it does not exist. Throws tessera::Error naming the
+/// file when it is not JSON.
+nlohmann::json read_calibration(const std::filesystem::path& path);
+
+/// Writes under a temporary name and renames, so a failed write leaves the old file whole.
+void write_calibration(const std::filesystem::path& path, const nlohmann::json& j);
+
+struct ModelCalibration {
+  std::optional<double> device_flops;
+  parallel::LayerMemoryCalibration memory;  ///< empty when not measured
+};
+
+/// What `j` holds for `preset` (fields absent when not calibrated). Throws tessera::Error
+/// naming `path` when an entry is malformed.
+ModelCalibration model_calibration(const nlohmann::json& j, const std::filesystem::path& path, const std::string& preset);
+
+}  // namespace tessera::cli
