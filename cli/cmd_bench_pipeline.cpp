@@ -58,7 +58,7 @@ struct Flags {
   ModelFlags model;
   int64_t tile = 64;
   int batch = 8, steps = 5, threads = 1;
-  std::vector<int> micro = {1, 2, 4, 8};
+  std::vector<int> micro;  // default: 1, 2, 4, 8 up to --batch
   std::string schedule = "1f1b", balance = "memory";
   bool no_memory = false, no_time = false;
   std::string calibration;
@@ -314,6 +314,9 @@ CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid,
     const int64_t side = s.side + j * step;
     const CapProbe p = probe(f, s, grid, self, net, side, config);
     ++row.probes;
+    if (grid.pipeline().rank() == 0)
+      std::fprintf(stderr, "  %s: side %lld peak %.1f MiB (%s)\n", row.name.c_str(), (long long)side, mib(p.peak),
+                   p.peak <= cap ? "fits" : "over");
     if (p.peak <= cap) {
       if (side > row.side) {
         row.side = side;
@@ -328,26 +331,40 @@ CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid,
     }
     return false;
   };
-  int64_t lo = -1, hi = j_max + 1;  // fits(lo) (or lo = −1), !fits(hi) (or hi beyond the range)
-  for (int64_t j = 0; j <= j_max; j = j == 0 ? 1 : 2 * j) {
-    if (fits(j)) {
-      lo = j;
-    } else {
-      hi = j;
-      break;
-    }
-  }
-  if (lo >= 0 && hi == j_max + 1 && lo < j_max) {  // fitted at every doubling: try the top
-    if (fits(j_max)) lo = j_max; else hi = j_max;
-  }
-  while (lo >= 0 && hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
   for (int64_t j = 0; j <= j_max; ++j) {
     const int64_t side = s.side + j * step;
     if (predicted_peak(f, s, grid.shape().pipeline, side, config) > cap) break;
     row.predicted_side = side;
+  }
+  // Measured search, starting at the prediction: step away from it by doubling strides until
+  // the answer is bracketed, then bisect. Invariant: fits(lo) (or lo = −1), !fits(hi) (or
+  // hi = j_max + 1, beyond the range).
+  const int64_t start = row.predicted_side ? (row.predicted_side - s.side) / step : 0;
+  int64_t lo = -1, hi = j_max + 1;
+  if (fits(start)) {
+    lo = start;
+    for (int64_t stride = 1; lo < j_max; stride *= 2) {
+      const int64_t j = std::min(j_max, lo + stride);
+      if (!fits(j)) {
+        hi = j;
+        break;
+      }
+      lo = j;
+    }
+  } else {
+    hi = start;
+    for (int64_t stride = 1; hi > 0; stride *= 2) {
+      const int64_t j = std::max<int64_t>(0, hi - stride);
+      if (fits(j)) {
+        lo = j;
+        break;
+      }
+      hi = j;
+    }
+  }
+  while (lo >= 0 && hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    (fits(mid) ? lo : hi) = mid;
   }
   return row;
 }
@@ -355,8 +372,12 @@ CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid,
 void run(const Flags& f) {
   if (f.batch < 1) throw Error("--batch must be >= 1");
   if (f.steps < 1) throw Error("--steps must be >= 1");
-  for (int m : f.micro)
+  std::vector<int> micro = f.micro;
+  if (micro.empty())
+    for (int m = 1; m <= std::min(8, f.batch); m *= 2) micro.push_back(m);
+  for (int m : micro)
     if (m < 1 || m > f.batch) throw Error("--micro: each M must be in 1 … --batch (" + std::to_string(f.batch) + ")");
+  if (f.memory_cap_mib && !(*f.memory_cap_mib > 0)) throw Error("--memory-cap: must be > 0 MiB");
   parallel::parse_balance_strategy(f.balance);  // a bad name fails before any work
   parallel::Communicator& world = parallel::world();
   parallel::ProcessGrid grid(world, parallel::GridShape().with_pipeline(world.size()));
@@ -397,7 +418,7 @@ void run(const Flags& f) {
   if (root && !f.no_time)
     std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
                 "samples/s", "in_flight", "compute_s per stage");
-  for (int m : f.no_time ? std::vector<int>{} : f.micro) {
+  for (int m : f.no_time ? std::vector<int>{} : micro) {
     const TimeRow r = time_row(f, s, grid, *net, b, m);
     if (!root) continue;
     std::string per_stage;
@@ -491,7 +512,7 @@ void register_bench_pipeline(CLI::App& bench) {
   f.model.add_to(cmd);
   cmd->add_option("--tile", f.tile, "Input tile side (raised to the next side the model accepts)")->capture_default_str();
   cmd->add_option("--batch", f.batch, "Samples per step (the mini-batch)")->capture_default_str();
-  cmd->add_option("--micro", f.micro, "Micro-batch counts M to time")->delimiter(',');
+  cmd->add_option("--micro", f.micro, "Micro-batch counts M to time (default 1,2,4,8 up to --batch)")->delimiter(',');
   cmd->add_option("--schedule", f.schedule, "gpipe or 1f1b")->capture_default_str();
   cmd->add_option("--balance", f.balance, "naive, memory or time (predicted layer times), for the timed runs")->capture_default_str();
   cmd->add_option("--steps", f.steps, "Timed steps per M (after one warm-up)")->capture_default_str();

@@ -22,12 +22,17 @@ void check_stages(int layers, int stages) {
 
 double gib(double bytes) { return bytes / double(int64_t{1} << 30); }
 
-// The two parts of a stage's training memory: fixed (parameters, optimiser, one transient
-// working set) and per micro-batch in flight (what autograd keeps, received activation and
-// skips). Inference has only the fixed part.
+// A stage's training memory: fixed (parameters, optimiser), every other micro-batch in
+// flight held whole (received tensors + what autograd keeps), and the micro-batch being
+// computed at its worst layer x: received + what layers first … x keep (layers after x have
+// not run yet in the forward, are freed already in the backward) + x's input and output (or
+// their gradients) + x's calibrated extra. Inference: weights + the largest working set.
 struct StageTerms {
   int64_t fixed = 0;
   int64_t per_flight = 0;
+  int64_t current = 0;
+
+  int64_t bytes(int in_flight) const { return fixed + (in_flight - 1) * per_flight + current; }
 };
 
 StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training,
@@ -37,27 +42,35 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     throw Error("stage memory: extra_bytes has " + std::to_string(extra.size()) + " entries for " +
                 std::to_string(seq.size()) + " layers");
   StageTerms t;
-  int64_t work = 0;
+  int64_t received = 0;
+  if (training) {
+    received += seq.layers[first].in_elements * kFloatBytes;  // received activation / network input
+    for (const auto& s : seq.skips)
+      if (s.producer < first && s.consumer >= first && s.consumer <= last) received += s.cropped_elements * kFloatBytes;
+  }
+  int64_t kept = 0, work = 0;
   for (int x = first; x <= last; ++x) {
     const Layer& l = seq.layers[x];
     t.fixed += layer_bytes(l, 1, training) - (training ? l.saved_bytes : 0);
-    if (training) t.per_flight += l.saved_bytes;
     int64_t live = (l.in_elements + l.out_elements) * kFloatBytes;
-    if (training && !extra.empty()) live += extra[size_t(x)];
-    if (!training) {
-      // Skips this stage holds at layer x (after their producer, up to and including the
-      // concatenation): those consumed here, whether produced here or received.
-      for (const auto& s : seq.skips)
-        if (s.consumer <= last && s.consumer >= first && s.producer < x && x <= s.consumer)
-          live += (s.producer >= first ? s.elements : s.cropped_elements) * kFloatBytes;
+    if (training) {
+      kept += l.saved_bytes;
+      if (!extra.empty()) live += extra[size_t(x)];
+      work = std::max(work, received + kept + live);
+      continue;
     }
+    // Inference: skips this stage holds at layer x (after their producer, up to and including
+    // the concatenation): those consumed here, whether produced here or received.
+    for (const auto& s : seq.skips)
+      if (s.consumer <= last && s.consumer >= first && s.producer < x && x <= s.consumer)
+        live += (s.producer >= first ? s.elements : s.cropped_elements) * kFloatBytes;
     work = std::max(work, live);
   }
-  t.fixed += work;
   if (training) {
-    t.per_flight += seq.layers[first].in_elements * kFloatBytes;  // received activation / network input
-    for (const auto& s : seq.skips)
-      if (s.producer < first && s.consumer >= first && s.consumer <= last) t.per_flight += s.cropped_elements * kFloatBytes;
+    t.per_flight = received + kept;
+    t.current = work;
+  } else {
+    t.fixed += work;
   }
   return t;
 }
@@ -195,8 +208,7 @@ int StageMemoryOptions::in_flight(int from_end) const {
 }
 
 int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
-  const StageTerms t = stage_terms(seq, first, last, o.training, o.extra_bytes);
-  return t.fixed + o.in_flight(from_end) * t.per_flight;
+  return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end));
 }
 
 Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o) {
@@ -340,7 +352,7 @@ Layout plan(const PlanOptions& o) {
       const StageMemoryOptions mo = StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);
       const StageCost cost = [&](int f, int l, int e) {
         const StageTerms& s = terms[size_t(f) * n + l];
-        return double(o.baseline_bytes + s.fixed + mo.in_flight(e) * s.per_flight);
+        return double(o.baseline_bytes + s.bytes(mo.in_flight(e)));
       };
       auto parts = min_max_partitions(n, k_max, cost);
       for (int K = 1; K <= k_max; ++K) {

@@ -146,43 +146,44 @@ TEST(Balance, MemoryBalanceOfUNetIsTheExactOptimum) {
   }
 }
 
-// L = 2 hand example (layer_sequence_test's TinyNetworkByHand), cut after the pool.
+// L = 2 hand example (layer_sequence_test's TinyNetworkByHand), cut after the pool. Per layer
+// (in + out elements) · 4 = 1936, 2304, 1440, 544, 512, 768, 1536, 1312, 576, 576 and saved
+// bytes 0, 1152, 864, 0, 256, 0, 1024, 0, 288, 288.
 TEST(Balance, StageBytesByHand) {
   const auto o = UNetOptions{}.with_levels(2).with_convs_per_level(1).with_base_filters(2).with_in_channels(1).with_classes(2);
   const auto seq = unet_layer_sequence(o, 14);
   const auto one = StageMemoryOptions{};
-  // Whole network: 16·210 parameter bytes + transient max(in + out) = 576 elements · 4 +
-  // saved 3872 + input 196·4.
-  EXPECT_EQ(stage_bytes(seq, 0, 9, 1, one), 3360 + 2304 + 3872 + 784);
+  // Whole network: 16·210 parameter bytes; the worst layer is the concatenation (6): input
+  // 196·4 + saved by layers 0 … 6 (3296) + its input and output (1536).
+  EXPECT_EQ(stage_bytes(seq, 0, 9, 1, one), 3360 + 784 + 3296 + 1536);
   const auto m4 = StageMemoryOptions{}.with_micro_batches(4);
-  // Stage 0 = layers 0..2 is second from the end: 1F1B holds min(4, 2) = 2 micro-batches.
-  EXPECT_EQ(stage_bytes(seq, 0, 2, 2, m4), 320 + 2304 + 2 * (1152 + 864 + 784));
-  // Stage 1 = layers 3..9: received pool output (72·4) and the cropped skip (128·4).
-  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, m4), 3040 + 1536 + 1 * (1856 + 288 + 512));
+  // Stage 0 = layers 0..2 is second from the end: 1F1B holds min(4, 2) = 2 micro-batches, one
+  // whole (784 + 1152 + 864) and one at its worst layer, the ReLU (784 + 1152 + 2304).
+  EXPECT_EQ(stage_bytes(seq, 0, 2, 2, m4), 320 + (784 + 1152 + 864) + (784 + 1152 + 2304));
+  // Stage 1 = layers 3..9 receives the pool output (72·4) and the cropped skip (128·4): 800;
+  // its worst layer is the concatenation: 800 + 1280 kept by layers 3 … 6 + 1536.
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, m4), 3040 + 800 + 1280 + 1536);
   const auto gpipe = StageMemoryOptions{}.with_micro_batches(4).with_schedule(PipelineScheduleKind::kGPipe);
-  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, gpipe), 3040 + 1536 + 4 * (1856 + 288 + 512));
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, gpipe), 3040 + 3 * (800 + 1856) + (800 + 1280 + 1536));
   // Inference: weights + the largest working set; at the concat (layer 6) stage 3..9 holds
   // the received skip: 128 + 256 + 128 = 512 elements.
   const auto infer = StageMemoryOptions{}.with_training(false);
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, infer), 4 * 190 + 4 * 512);
 }
 
-// Calibrated extras join the transient working set: the stage's transient becomes the
-// largest (in + out) · 4 + extra over its layers; parameters and in-flight terms stay.
+// A calibrated extra joins its layer's working set: the stage's peak is the worst layer's
+// (received + kept so far + in + out + extra); parameters and whole micro-batches stay.
 TEST(Balance, CalibratedExtrasJoinTheTransientWorkingSet) {
   const auto o = UNetOptions{}.with_levels(2).with_convs_per_level(1).with_base_filters(2).with_in_channels(1).with_classes(2);
   const auto seq = unet_layer_sequence(o, 14);
   const auto m4 = StageMemoryOptions{}.with_micro_batches(4);
-  auto io = [&](int x) { return (seq.layers[x].in_elements + seq.layers[x].out_elements) * 4; };
-  int64_t work = 0;
-  for (int x = 3; x <= 9; ++x) work = std::max(work, io(x));
-  const int64_t plain = stage_bytes(seq, 3, 9, 1, m4);
+  const int64_t plain = stage_bytes(seq, 3, 9, 1, m4);  // worst layer: the concat, 800 + 1280 + 1536
   std::vector<int64_t> extra(size_t(seq.size()), 0);
-  extra[7] = 5000;  // a convolution's workspace
-  const int64_t with = stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes(extra));
-  EXPECT_EQ(with - plain, std::max(work, io(7) + 5000) - work);
-  // An extra below the working set it joins changes nothing; stages without it neither.
-  extra[7] = 1;
+  extra[7] = 5000;  // dec0.conv0's workspace: now the worst layer, 800 + 1280 + 1312 + 5000
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes(extra)) - plain,
+            (800 + 1280 + 1312 + 5000) - (800 + 1280 + 1536));
+  // An extra that leaves the layer below the worst one changes nothing; stages without it neither.
+  extra[7] = 200;
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(m4).with_extra_bytes(extra)), plain);
   extra[7] = 5000;
   EXPECT_EQ(stage_bytes(seq, 0, 2, 2, StageMemoryOptions(m4).with_extra_bytes(extra)), stage_bytes(seq, 0, 2, 2, m4));

@@ -8,18 +8,17 @@
 // {14, 24, 30, 22, 12, 7}. Every stage is non-empty. Micro-batches carry one tile each.
 //
 // Stage memory model (bytes, one device), see stage_bytes():
-//   training:  Σ layer_bytes(layer, 1, true) over the stage's layers  (16 B per parameter:
-//              weights, gradients, Adam's two moments; plus what autograd keeps)
-//              + the activation received from the previous stage (the network input for
-//                stage 0), kept as the first layer's saved input
-//              + every skip tensor received from an earlier stage (cropped to what the
-//                concatenation consumes; skips are sent directly producer → consumer, so
-//                stages in between hold nothing), held until its gradient is sent back
-//              all of the per-sample terms × the micro-batches in flight: M for GPipe,
-//              min(M, K − s) for 1F1B stage s (0-based)
-//              + one transient working set, max over the stage's layers of input + output
-//                (the forward output or backward input-gradient being formed) plus, when
-//                calibrated, that layer's measured extra (LayerMemoryCalibration).
+//   training:  16 B per parameter of the stage's layers (weights, gradients, Adam's two moments)
+//              + (in flight − 1) micro-batches held whole: the received activation (the
+//                network input for stage 0), every skip tensor received from an earlier stage
+//                (cropped to what the concatenation consumes; skips go directly producer →
+//                consumer, so stages in between hold nothing), both held until their gradient
+//                is sent back, and everything autograd keeps for the stage's layers
+//              + the micro-batch being computed, at its worst layer x: the received tensors,
+//                what layers first … x keep (later layers have not run yet in the forward and
+//                are freed already in the backward), x's input + output (or their gradients)
+//                and, when calibrated, x's measured extra (LayerMemoryCalibration).
+//              Micro-batches in flight: M for GPipe, min(M, K − s) for 1F1B stage s (0-based).
 //   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
 //              tensors the stage holds at that layer).
 // Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.

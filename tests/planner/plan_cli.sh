@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The planner's calibration through the CLI, and `tessera bench pipeline` under mpirun -np 2:
+#  - `plan --calibrate` stores a per-layer memory fit (one entry per layer) next to FLOP/s;
+#  - `plan` reports that it uses it; a broken calibration file is a one-line error naming it;
+#  - `bench pipeline --memory-cap` finds, for 1 rank / naive / memory-aware, a side whose
+#    measured peak is within the cap while the next side it measured is over it.
+# Usage: plan_cli.sh TESSERA MPIEXEC
+set -uo pipefail
+T="$1"; MPIEXEC="$2"
+W="$(mktemp -d /tmp/tessera-plan.XXXXXX)"
+trap 'rm -rf "$W"' EXIT
+fail() { echo "FAIL $*"; exit 1; }
+cal="$W/calibration.json"
+
+"$T" plan --calibrate --model unet-tiny --threads 1 --calibration-tile 64 --calibration "$cal" > "$W/cal.log" 2>&1 ||
+  fail "plan --calibrate: $(tail -2 "$W/cal.log")"
+/usr/bin/python3 - "$cal" <<'PY' || fail "calibration file"
+import json, sys
+m = json.load(open(sys.argv[1]))["models"]["unet-tiny"]
+mem = m["memory"]
+assert m["device_flops"] > 0, m
+assert len(mem["constant_bytes"]) == 38 and len(mem["bytes_per_element"]) == 38, mem
+assert mem["sides"][0] < mem["sides"][1], mem["sides"]
+# The convolutions need memory beyond the model (oneDNN copies, workspaces): some positive extra.
+assert max(mem["measured_extra_bytes"][1]) > 0, mem["measured_extra_bytes"]
+PY
+
+"$T" plan --model unet-tiny --image 3000x3000 --devices 8 --device-memory 0.3 --train --json --calibration "$cal" \
+  > "$W/plan.json" 2> "$W/plan.err" || fail "plan with calibration: $(cat "$W/plan.err")"
+/usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert "calibrated layer extras" in j["memory"]["source"], j["memory"]["source"]
+assert len(j["pipeline"]["balance"]) == j["pipeline"]["stages"]
+' "$W/plan.json" || fail "plan does not use the calibration"
+
+echo '{"models": {"unet-tiny": {"memory": {"constant_bytes": [1, 2]' > "$W/broken.json"
+if "$T" plan --model unet-tiny --image 3000x3000 --calibration "$W/broken.json" > "$W/broken.log" 2>&1; then
+  fail "a broken calibration file was accepted"
+fi
+grep -q "broken.json" "$W/broken.log" || fail "the error does not name the file: $(cat "$W/broken.log")"
+[ "$(grep -c . "$W/broken.log")" -eq 1 ] || fail "not a one-line error: $(cat "$W/broken.log")"
+
+"$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$T" bench pipeline --model unet-tiny --tile 92 --batch 1 \
+  --no-time --memory-cap 24 --max-side 400 --calibration "$cal" > "$W/bench.log" 2>&1 ||
+  fail "bench pipeline: $(tail -3 "$W/bench.log")"
+tail -1 "$W/bench.log" | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+cap = r["memory_cap"]["cap_bytes"]
+rows = r["memory_cap"]["layouts"]
+assert [x["layout"] for x in rows] == ["1 rank", "naive", "memory"], rows
+assert [x["ranks"] for x in rows] == [1, 2, 2], rows
+for x in rows:
+    assert x["largest_side"] > 0, x
+    assert x["peak_bytes"] <= cap, x
+    if x["over_side"]:
+        assert x["over_side"] > x["largest_side"] and x["over_peak_bytes"] > cap, x
+    assert sum(x["balance"]) == 38, x
+m = r["memory"]["memory"]
+assert len(m["measured_bytes"]) == 2 and min(m["measured_bytes"]) > 0, m
+assert m["bound"] in ("1.25_mean", "1.10_optimum"), m
+' || fail "bench pipeline report: $(tail -12 "$W/bench.log" | head -11)"
+echo "PASS"
