@@ -12,11 +12,13 @@
 //           steps_per_epoch: 100, curriculum: [{epoch: 0, tile: 64}, {epoch: 2, tile: 128}],
 //           keep_last: 3, early_stopping: 5, validate: true,
 //           loss: {kind: dice_ce, include_background: true, class_weights: [...], focal_gamma: 2}}
-//   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false}   # optional
+//   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false,     # optional
+//              micro_batches: 0, schedule: 1f1b}                                      # with pp > 1
 //
 // Under an MPI launcher (`mpirun -np P tessera train …`) the ranks form a ProcessGrid
 // (default: all ranks on the data axis) and train data-parallel: `batch` is per replica,
 // the global batch is batch × dp, and the result equals one process with the global batch.
+// With --pp K each replica is a pipeline of K stages (parallel/pipeline_hooks.hpp), dp = P / K.
 #include <filesystem>
 #include <fstream>
 
@@ -31,6 +33,8 @@
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/rasterize.hpp"
 #include "tessera/parallel/data_parallel.hpp"
+#include "tessera/parallel/pipeline.hpp"
+#include "tessera/parallel/pipeline_hooks.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/process_grid.hpp"
 #include "tessera/parallel/runtime.hpp"
@@ -44,7 +48,8 @@ struct Flags {
   std::optional<int> batch, threads;
   std::optional<double> lr;
   std::optional<uint64_t> seed;
-  std::optional<int> dp, pp, sp;
+  std::optional<int> dp, pp, sp, micro_batches;
+  std::optional<std::string> schedule;
   std::optional<double> fusion_mib;
   std::optional<int64_t> warmup;
   std::string resume;
@@ -171,7 +176,11 @@ void run(const Flags& f) {
   read_train_options(tn, t, f.config);
   parallel::GridShape shape;
   double fusion_mib = 25;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";
   if (const YAML::Node pn = root["parallel"]) {
+    read_opt(pn, "micro_batches", micro_batches, f.config);
+    read_opt(pn, "schedule", schedule, f.config);
     read_opt(pn, "dp", shape.data, f.config);
     read_opt(pn, "pp", shape.pipeline, f.config);
     read_opt(pn, "sp", shape.spatial, f.config);
@@ -182,6 +191,8 @@ void run(const Flags& f) {
   if (f.pp) shape.pipeline = *f.pp;
   if (f.sp) shape.spatial = *f.sp;
   if (f.fusion_mib) fusion_mib = *f.fusion_mib;
+  if (f.micro_batches) micro_batches = *f.micro_batches;
+  if (f.schedule) schedule = *f.schedule;
   if (f.scale_lr) t.scale_learning_rate = true;
   if (f.warmup) t.optimizer.warmup_steps = *f.warmup;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
@@ -247,11 +258,44 @@ void run(const Flags& f) {
 
   parallel::Communicator& world = parallel::world();
   parallel::ProcessGrid grid(world, shape);
-  if (grid.shape().pipeline != 1 || grid.shape().spatial != 1)
-    throw Error("--pp/--sp: pipeline and spatial parallel training are not available yet; use --dp only");
-  parallel::DataParallelHooks hooks(grid.data(), parallel::DataParallelOptions()
-                                                     .with_fusion_bytes(int64_t(fusion_mib * (1 << 20)))
-                                                     .with_writes_outputs(grid.is_root()));
+  if (grid.shape().spatial != 1) throw Error("--sp: spatial parallel training is not available yet; use --dp and --pp");
+  if (micro_batches < 0 || micro_batches > t.batch)
+    throw Error(f.config + ": parallel.micro_batches: " + std::to_string(micro_batches) + " must be in 0 … batch (" +
+                std::to_string(t.batch) + "; 0: one tile per micro-batch)");
+  if (grid.shape().pipeline > 1) {  // what the pipeline refuses, refused before the run starts
+    const LayerSequence seq = unet_layer_sequence(model, t.tile + unet_remainder(model) + 2 * unet_halo(model));
+    if (seq.size() < grid.shape().pipeline)
+      throw Error("--pp: " + std::to_string(grid.shape().pipeline) + " stages for a model of " +
+                  std::to_string(seq.size()) + " layers");
+    try {
+      parallel::PipelineOptions(parallel::balance_naive(seq.size(), grid.shape().pipeline).sizes)
+          .with_micro_batches(std::max(1, micro_batches))
+          .with_loss(t.loss)
+          .validate(seq);
+    } catch (const Error& e) {
+      throw Error(f.config + ": " + e.what() + " (pipeline training, --pp " + std::to_string(grid.shape().pipeline) + ")");
+    }
+  }
+  // Pipeline stages run forward and backward through PipelineTrainHooks; one stage is plain
+  // data parallelism.
+  std::unique_ptr<TrainHooks> hooks;
+  std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
+  if (grid.shape().pipeline > 1) {
+    auto h = std::make_unique<parallel::PipelineTrainHooks>(
+        grid.pipeline(), grid.data(),
+        parallel::PipelineHookOptions()
+            .with_micro_batches(micro_batches)
+            .with_schedule(parallel::parse_pipeline_schedule(schedule))
+            .with_writes_outputs(grid.is_root()));
+    set_step_callback = [p = h.get()](auto fn) { p->set_step_callback(std::move(fn)); };
+    hooks = std::move(h);
+  } else {
+    auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()
+                                                                           .with_fusion_bytes(int64_t(fusion_mib * (1 << 20)))
+                                                                           .with_writes_outputs(grid.is_root()));
+    set_step_callback = [p = h.get()](auto fn) { p->set_step_callback(std::move(fn)); };
+    hooks = std::move(h);
+  }
   const bool root_rank = grid.is_root();
 
   if (!f.resume.empty()) {
@@ -279,6 +323,10 @@ void run(const Flags& f) {
     out["parallel"]["pp"] = grid.shape().pipeline;
     out["parallel"]["sp"] = grid.shape().spatial;
     out["parallel"]["fusion_mib"] = fusion_mib;
+    if (grid.shape().pipeline > 1) {
+      out["parallel"]["micro_batches"] = micro_batches;
+      out["parallel"]["schedule"] = schedule;
+    }
     resolved << out << '\n';
   }
   if (root_rank)
@@ -293,11 +341,11 @@ void run(const Flags& f) {
   mo.device = parallel::select_device(parallel::launch_info(), torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0);
   parallel::DeviceMonitor monitor(mo);
   monitor.set_phase("train");
-  hooks.set_step_callback([&](int64_t step, double) {
+  set_step_callback([&](int64_t step, double) {
     monitor.set_step(step);
     monitor.set_tiles_done(step * t.batch);
   });
-  const TrainReport r = train(net, pairs, t, meta, &hooks, validation);
+  const TrainReport r = train(net, pairs, t, meta, hooks.get(), validation);
   monitor.set_phase("done");
   monitor.sample_now();
   print_telemetry_summary(world, monitor);
@@ -324,7 +372,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--seed", f.seed, "Seed for initialisation, tiles and augmentation");
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_option("--dp", f.dp, "Data-parallel replicas (default: ranks / (pp x sp))");
-  cmd->add_option("--pp", f.pp, "Pipeline stages (1 until pipeline parallelism arrives)");
+  cmd->add_option("--pp", f.pp, "Pipeline stages: the U-Net cut into this many stages by the memory-aware balance");
+  cmd->add_option("--micro-batches", f.micro_batches, "Micro-batches per replica batch with --pp (default: one tile each)");
+  cmd->add_option("--schedule", f.schedule, "Pipeline schedule with --pp: 1f1b (default) or gpipe");
   cmd->add_option("--sp", f.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
   cmd->add_option("--fusion-mib", f.fusion_mib, "Gradient allreduce bucket bound in MiB (default 25)");
   cmd->add_flag("--scale-lr", f.scale_lr, "Multiply the learning rate by the replicas (default off: exact equivalence)");

@@ -260,15 +260,23 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       Sample s = loader.take();
       planned_states.pop_front();
       plan_more();
-      auto logits = net->forward(s.input);
-      StepLoss loss = global_batch_loss(logits, s.target, options.loss, hooks);
       tiles_done += s.target.size(0) * replicas;
       pixels_done += s.target.numel() * replicas;
+      // Pipeline hooks run forward and backward across their stages; otherwise here.
+      std::optional<HookedStep> hooked =
+          hooks.forward_backward(net, s.input, s.target, options.loss, 1.0 / double(options.accumulate));
+      StepLoss loss;
+      if (hooked) {
+        loss.value = hooked->loss;
+        loss.labelled = hooked->labelled;
+      } else {
+        loss = global_batch_loss(net->forward(s.input), s.target, options.loss, hooks);
+      }
       if (loss.labelled <= 0) continue;  // a batch without one labelled pixel teaches nothing
       if (!std::isfinite(loss.value))
         throw Error("train: loss became " + std::to_string(loss.value) + " at step " + std::to_string(step) +
                     " (learning rate " + std::to_string(lr) + " too high, or NaN in the input?)");
-      (loss.for_backward / double(options.accumulate)).backward();
+      if (!hooked) (loss.for_backward / double(options.accumulate)).backward();
       step_loss += loss.value / options.accumulate;
       labelled = true;
     }

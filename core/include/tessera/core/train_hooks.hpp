@@ -12,11 +12,21 @@
 // must SUM the shares (equivalently: average P × share). Then P replicas with batch b take
 // the same optimiser steps as one process with batch P · b, up to float rounding.
 // All hooks are called on the training thread only, in the same order on every replica.
+#include <optional>
+
 #include <torch/types.h>
 
+#include "tessera/core/losses.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
+
+/// What forward_backward() did: the global batch's loss and its weighted labelled-pixel
+/// count W (loss statistics entry 0); W <= 0 means the batch teaches nothing (no backward).
+struct HookedStep {
+  double loss = 0;
+  double labelled = 0;
+};
 
 class TrainHooks {
  public:
@@ -30,6 +40,15 @@ class TrainHooks {
   virtual void on_start(UNet& /*net*/) {}
   /// In place: element-wise sum of a CPU float tensor over replicas (loss statistics, metrics).
   virtual void sum(torch::Tensor& /*t*/) {}
+  /// Pipeline parallelism: the hooks run this replica's forward and backward of `input` →
+  /// `target` themselves (every rank of the replica gets the same tensors), adding
+  /// `scale` × the gradient of the global-batch loss into `net`'s parameter gradients on
+  /// this rank's share of the parameters; nullopt (the default) lets the trainer do it.
+  virtual std::optional<HookedStep> forward_backward(UNet& /*net*/, const torch::Tensor& /*input*/,
+                                                     const torch::Tensor& /*target*/, const LossOptions& /*loss*/,
+                                                     double /*scale*/) {
+    return std::nullopt;
+  }
   /// After backward, before the optimiser step: sum every parameter's gradient over replicas.
   virtual void on_gradients(UNet& /*net*/) {}
   /// After each step (progress, telemetry); `loss` is the global-batch loss or NaN.

@@ -1,0 +1,95 @@
+#include "tessera/parallel/pipeline_hooks.hpp"
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/layer_sequence.hpp"
+#include "tessera/parallel/pipeline.hpp"
+
+namespace tessera::parallel {
+
+PipelineTrainHooks::PipelineTrainHooks(Communicator& pipeline, Communicator& data, PipelineHookOptions options)
+    : pipeline_(pipeline), data_(data), options_(options) {
+  if (options_.micro_batches < 0) throw Error("parallel.micro_batches: must be >= 0 (0: one tile per micro-batch)");
+}
+
+PipelineTrainHooks::~PipelineTrainHooks() = default;
+
+void PipelineTrainHooks::on_start(UNet& net) {
+  // Replica 0's stage 0 (world rank 0) to its pipeline, then each stage to its replicas.
+  torch::NoGradGuard no_grad;
+  for (Communicator* group : {&pipeline_, &data_}) {
+    for (auto& p : net->parameters()) group->broadcast(p, 0);
+    for (auto& b : net->buffers())
+      if (b.defined()) group->broadcast(b, 0);
+  }
+}
+
+void PipelineTrainHooks::sum(torch::Tensor& t) { data_.allreduce(t, ReduceOp::kSum); }
+
+std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const torch::Tensor& input,
+                                                               const torch::Tensor& target, const LossOptions& loss,
+                                                               double scale) {
+  // W of the global batch from the labels alone (every rank of the replica has them).
+  const int64_t classes = net->options().classes;
+  double w = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    w += (loss.class_weights.empty() ? 1.0 : loss.class_weights[size_t(c)]) * double((target == c).sum().item<int64_t>());
+  torch::Tensor labelled = torch::tensor({w}, torch::kFloat64);
+  data_.allreduce(labelled, ReduceOp::kSum);
+  HookedStep out;
+  out.labelled = labelled.item<double>();
+  if (out.labelled <= 0) return out;
+
+  const int64_t side = input.size(2);
+  const int m = options_.micro_batches > 0 ? options_.micro_batches : int(input.size(0));
+  if (!trainer_ || side != side_ || m != micro_) {
+    const LayerSequence seq = unet_layer_sequence(net->options(), side);
+    const auto mo = StageMemoryOptions().with_micro_batches(m).with_schedule(options_.schedule);
+    balance_ = balance_by_memory(seq, pipeline_.size(), mo).sizes;
+    trainer_.reset();  // the previous stage's memory first
+    trainer_ = std::make_unique<PipelineTrainer>(
+        *net, side, pipeline_, data_,
+        PipelineOptions(balance_).with_micro_batches(m).with_schedule(options_.schedule).with_loss(loss));
+    side_ = side;
+    micro_ = m;
+  }
+  // The stage computes with the model's current weights.
+  torch::NoGradGuard no_grad;
+  auto stage_params = trainer_->stage()->named_parameters();
+  const auto model_params = net->named_parameters();
+  for (auto& item : stage_params) item.value().copy_(model_params[item.key()]);
+  {
+    torch::AutoGradMode enable(true);
+    out.loss = trainer_->train_step(input, target);
+  }
+  for (auto& item : stage_params) {
+    torch::Tensor p = model_params[item.key()];
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    p.mutable_grad().add_(item.value().grad(), scale);
+  }
+  return out;
+}
+
+void PipelineTrainHooks::on_gradients(UNet& net) {
+  if (pipeline_.size() == 1) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> grads;
+  for (auto& p : net->parameters()) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad().reshape({-1}));
+  }
+  torch::Tensor flat = torch::cat(grads);
+  pipeline_.allreduce(flat, ReduceOp::kSum);
+  int64_t at = 0;
+  for (auto& p : net->parameters()) {
+    p.mutable_grad().copy_(flat.narrow(0, at, p.numel()).view_as(p));
+    at += p.numel();
+  }
+}
+
+void PipelineTrainHooks::on_step(int64_t step, double loss) {
+  if (step_callback_) step_callback_(step, loss);
+}
+
+}  // namespace tessera::parallel
