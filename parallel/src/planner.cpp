@@ -67,7 +67,14 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     work = std::max(work, live);
   }
   if (training) {
-    t.per_flight = received + kept;
+    // A stage keeps the output it sent on until that micro-batch's backward (the root of its
+    // autograd graph). ReLU, pool, concatenation and head outputs are already in `kept`; a
+    // convolution's, norm's or up-sampling's is counted at the layer consuming it, which
+    // lives on the next stage, so here it is held twice.
+    const Layer& out = seq.layers[size_t(last)];
+    const bool counted = out.kind == LayerKind::kActivation || out.kind == LayerKind::kPool ||
+                         out.kind == LayerKind::kConcat || out.kind == LayerKind::kHead;
+    t.per_flight = received + kept + (last + 1 < seq.size() && !counted ? out.out_elements * kFloatBytes : 0);
     t.current = work;
   } else {
     t.fixed += work;

@@ -163,6 +163,9 @@ TEST(Balance, StageBytesByHand) {
   // Stage 1 = layers 3..9 receives the pool output (72·4) and the cropped skip (128·4): 800;
   // its worst layer is the concatenation: 800 + 1280 kept by layers 3 … 6 + 1536.
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, m4), 3040 + 800 + 1280 + 1536);
+  // A stage of the first convolution alone keeps the output it sent (288 · 4, the ReLU that
+  // would keep it is on the next stage) for each whole micro-batch; the current one forms it.
+  EXPECT_EQ(stage_bytes(seq, 0, 0, 2, m4), 320 + (784 + 1152) + (784 + 1936));
   const auto gpipe = StageMemoryOptions{}.with_micro_batches(4).with_schedule(PipelineScheduleKind::kGPipe);
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, gpipe), 3040 + 3 * (800 + 1856) + (800 + 1280 + 1536));
   // Inference: weights + the largest working set; at the concat (layer 6) stage 3..9 holds

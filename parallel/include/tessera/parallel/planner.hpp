@@ -13,7 +13,9 @@
 //                network input for stage 0), every skip tensor received from an earlier stage
 //                (cropped to what the concatenation consumes; skips go directly producer →
 //                consumer, so stages in between hold nothing), both held until their gradient
-//                is sent back, and everything autograd keeps for the stage's layers
+//                is sent back, everything autograd keeps for the stage's layers, and the
+//                output sent on when no layer of this stage keeps it (a convolution's, norm's
+//                or up-sampling's: the sender holds it until that micro-batch's backward)
 //              + the micro-batch being computed, at its worst layer x: the received tensors,
 //                what layers first … x keep (later layers have not run yet in the forward and
 //                are freed already in the backward), x's input + output (or their gradients)
