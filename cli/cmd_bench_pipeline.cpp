@@ -13,21 +13,21 @@
 // the memory-aware balance: per stage its layers, the planner's stage_bytes — the stage model
 // alone and, when a calibration for the model exists (`tessera plan --calibrate`), with the
 // measured per-layer extras, which the memory balance then also uses — and the measured
-// peak: the process's peak resident memory from just before the stage is built to the end of
-// its second training step with Adam (parameters, gradients, Adam's moments, activations and
-// every transient; Linux VmHWM, reset through /proc/self/clear_refs). Then the done-when
-// bounds: the memory balance's largest stage against 1.25 × the mean stage and 1.10 × the
-// DP optimum's prediction (the looser one applies), and the calibrated prediction's error.
+// figure: the stage's parameters, gradients and Adam moments (from the tensors) plus the peak
+// resident increase during a steady step (the second; Linux VmHWM reset through
+// /proc/self/clear_refs). The first step's one-time growth (kernels, MPI buffers) is printed
+// apart. Then the done-when bounds: the memory balance's largest stage against 1.25 × the
+// mean stage and 1.10 × the DP optimum's prediction (the looser one applies), and the
+// calibrated prediction's error.
 //
 // --memory-cap MiB: the largest input side whose training step stays within that much
-// memory per rank (the measured peak above), searched by doubling then bisecting over the
-// sides the model accepts, for one rank holding the whole network (every rank runs it
-// alone), K ranks with the naive balance, and K ranks with the memory-aware balance; the
-// planner's predicted largest side alongside.
+// memory per rank (the measured figure above), for one rank holding the whole network (every
+// rank runs it alone), K ranks with the naive balance and K ranks with the memory-aware
+// balance: the planner's predicted largest side first, then a measured search starting there
+// (doubling strides until bracketed, then bisection over the sides the model accepts).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <numeric>
 
