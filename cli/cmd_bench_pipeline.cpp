@@ -59,7 +59,7 @@ struct Flags {
   int64_t tile = 64;
   int batch = 8, steps = 5, threads = 1;
   std::vector<int> micro;  // default: 1, 2, 4, 8 up to --batch
-  std::string schedule = "1f1b", balance = "memory";
+  std::string schedule = "1f1b", balance = "memory", checkpoint = "never";
   bool no_memory = false, no_time = false;
   std::string calibration;
   std::optional<double> memory_cap_mib;
@@ -77,10 +77,15 @@ struct Setup {
   LayerSequence seq;
   PipelineScheduleKind schedule;
   parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
+  parallel::ActivationCheckpoint checkpoint = parallel::ActivationCheckpoint::kNever;
+
+  parallel::PipelineOptions pipeline_options(std::vector<int> balance, int m) const {
+    return parallel::PipelineOptions(std::move(balance)).with_micro_batches(m).with_schedule(schedule).with_checkpoint(checkpoint);
+  }
 };
 
 parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {
-  auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule);
+  auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule).with_checkpoint(s.checkpoint);
   if (calibrated && !s.calibration.empty()) mo.with_extra_bytes(s.calibration.extra_bytes(seq));
   return mo;
 }
@@ -122,7 +127,7 @@ TimeRow time_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, co
   row.m = m;
   row.balance = balance_for(s, f.balance, k, m);
   parallel::PipelineTrainer t(net, s.side, grid.pipeline(), grid.data(),
-                              parallel::PipelineOptions(row.balance).with_micro_batches(m).with_schedule(s.schedule));
+                              s.pipeline_options(row.balance, m));
   std::vector<double> walls, idles, bubbles;
   std::vector<std::vector<double>> compute(static_cast<size_t>(k));
   for (int step = 0; step <= f.steps; ++step) {
@@ -235,7 +240,7 @@ MemoryRow memory_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid
     row.calibrated.push_back(parallel::stage_bytes(s.seq, first, last, k - st, cal));
   }
   grid.pipeline().barrier();
-  const auto po = parallel::PipelineOptions(row.balance).with_micro_batches(m).with_schedule(s.schedule);
+  const auto po = s.pipeline_options(row.balance, m);
   const StagePeak mine = measure_stage_peak(net, s.side, grid.pipeline(), grid.data(), po, b);
   row.measured = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.total);
   row.one_time = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.one_time);
@@ -266,7 +271,7 @@ CapProbe probe(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, para
   const int k = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
   CapProbe p;
   p.balance = partition_for(s, seq, config == CapConfig::kMemory ? "memory" : "naive", k, f.batch).sizes;
-  const auto po = parallel::PipelineOptions(p.balance).with_micro_batches(f.batch).with_schedule(s.schedule);
+  const auto po = s.pipeline_options(p.balance, f.batch);
   torch::manual_seed(1);
   const Batch b = make_batch(s.options, f.batch, side);
   grid.pipeline().barrier();
@@ -385,7 +390,8 @@ void run(const Flags& f) {
   const bool root = world.rank() == 0;
   const int threads = configure_threads(f.threads);
 
-  Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule), {}};
+  Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule), {},
+          parallel::parse_activation_checkpoint(f.checkpoint)};
   while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
     if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
   }
@@ -405,15 +411,16 @@ void run(const Flags& f) {
 
   if (root)
     std::printf("bench pipeline: %s, input side %lld (output %lld), %d layers, batch %d, K = %d ranks, %s, %s balance, "
-                "%d thread(s) per rank, median of %d steps\n",
+                "checkpoint %s, %d thread(s) per rank, median of %d steps\n",
                 f.model.preset.c_str(), (long long)s.side, (long long)out, s.seq.size(), f.batch, k, f.schedule.c_str(),
-                f.balance.c_str(), threads, f.steps);
+                f.balance.c_str(), f.checkpoint.c_str(), threads, f.steps);
   if (root)
     std::printf("memory model: %s\n", s.calibration.empty()
                                            ? ("the stage model alone (no calibration for " + f.model.preset + " in " +
                                               cal_path.string() + "; tessera plan --calibrate adds one)").c_str()
                                            : ("the stage model + calibrated layer extras from " + cal_path.string()).c_str());
   nlohmann::json report{{"model", f.model.preset}, {"input_side", s.side}, {"batch", f.batch}, {"stages", k},
+                        {"checkpoint", f.checkpoint},
                         {"schedule", f.schedule}, {"balance", f.balance}, {"threads", threads}};
   if (root && !f.no_time)
     std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
@@ -514,6 +521,8 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--batch", f.batch, "Samples per step (the mini-batch)")->capture_default_str();
   cmd->add_option("--micro", f.micro, "Micro-batch counts M to time (default 1,2,4,8 up to --batch)")->delimiter(',');
   cmd->add_option("--schedule", f.schedule, "gpipe or 1f1b")->capture_default_str();
+  cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing: never, always or except_last")
+      ->capture_default_str();
   cmd->add_option("--balance", f.balance, "naive, memory or time (predicted layer times), for the timed runs")->capture_default_str();
   cmd->add_option("--steps", f.steps, "Timed steps per M (after one warm-up)")->capture_default_str();
   cmd->add_option("--threads", f.threads, "LibTorch threads per rank (0: automatic)")->capture_default_str();

@@ -40,7 +40,7 @@ struct Flags {
   int devices = 1;
   double device_memory_gib = 16;
   bool train = false, infer = false, json = false, calibrate = false;
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b", checkpoint = "never";
   std::optional<double> throughput_gflops;
   std::string calibration;
   std::optional<int64_t> calibration_tile;  // default 128 (2-D), 32 (3-D)
@@ -166,7 +166,9 @@ void run_plan(const Flags& f) {
   const UNetOptions o = f.model.resolve();
   parallel::PlanOptions po(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30)));
   if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
-  po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
+  po.with_training(!f.infer)
+      .with_schedule(parallel::parse_pipeline_schedule(f.schedule))
+      .with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
   std::string time_source = "default CPU figure";
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);
@@ -207,6 +209,7 @@ void run_plan(const Flags& f) {
                        {"stage_first_layer", L.stage_first_layer},
                        {"micro_batches", L.micro_batches},
                        {"schedule", parallel::to_string(L.schedule)},
+                       {"activation_checkpoint", parallel::to_string(po.checkpoint)},
                        {"bubble_fraction", L.bubble_fraction}}},
                      {"data_parallel", L.data_parallel},
                      {"devices_used", L.devices_used},
@@ -262,6 +265,8 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--infer", f.infer, "Plan inference");
   cmd->add_flag("--json", f.json, "Print the layout as JSON");
   cmd->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b or gpipe")->capture_default_str();
+  cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing in the memory model: never, always, except_last")
+      ->capture_default_str();
   cmd->add_option("--throughput", f.throughput_gflops, "Sustained GFLOP/s per device (overrides calibration)");
   cmd->add_option("--calibration", f.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");
   cmd->add_flag("--calibrate", f.calibrate, "Measure this machine's forward + backward speed and per-layer memory for --model and store them");

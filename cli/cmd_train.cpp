@@ -13,7 +13,7 @@
 //           keep_last: 3, early_stopping: 5, validate: true,
 //           loss: {kind: dice_ce, include_background: true, class_weights: [...], focal_gamma: 2}}
 //   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false,     # optional
-//              micro_batches: 0, schedule: 1f1b}                                      # with pp > 1
+//              micro_batches: 0, schedule: 1f1b, activation_checkpoint: never}        # with pp > 1
 //
 // Under an MPI launcher (`mpirun -np P tessera train …`) the ranks form a ProcessGrid
 // (default: all ranks on the data axis) and train data-parallel: `batch` is per replica,
@@ -49,7 +49,7 @@ struct Flags {
   std::optional<double> lr;
   std::optional<uint64_t> seed;
   std::optional<int> dp, pp, sp, micro_batches;
-  std::optional<std::string> schedule;
+  std::optional<std::string> schedule, checkpoint;
   std::optional<double> fusion_mib;
   std::optional<int64_t> warmup;
   std::string resume;
@@ -177,8 +177,9 @@ void run(const Flags& f) {
   parallel::GridShape shape;
   double fusion_mib = 25;
   int micro_batches = 0;
-  std::string schedule = "1f1b";
+  std::string schedule = "1f1b", checkpoint = "never";
   if (const YAML::Node pn = root["parallel"]) {
+    read_opt(pn, "activation_checkpoint", checkpoint, f.config);
     read_opt(pn, "micro_batches", micro_batches, f.config);
     read_opt(pn, "schedule", schedule, f.config);
     read_opt(pn, "dp", shape.data, f.config);
@@ -193,6 +194,7 @@ void run(const Flags& f) {
   if (f.fusion_mib) fusion_mib = *f.fusion_mib;
   if (f.micro_batches) micro_batches = *f.micro_batches;
   if (f.schedule) schedule = *f.schedule;
+  if (f.checkpoint) checkpoint = *f.checkpoint;
   if (f.scale_lr) t.scale_learning_rate = true;
   if (f.warmup) t.optimizer.warmup_steps = *f.warmup;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
@@ -286,6 +288,7 @@ void run(const Flags& f) {
         parallel::PipelineHookOptions()
             .with_micro_batches(micro_batches)
             .with_schedule(parallel::parse_pipeline_schedule(schedule))
+            .with_checkpoint(parallel::parse_activation_checkpoint(checkpoint))
             .with_writes_outputs(grid.is_root()));
     set_step_callback = [p = h.get()](auto fn) { p->set_step_callback(std::move(fn)); };
     hooks = std::move(h);
@@ -326,6 +329,7 @@ void run(const Flags& f) {
     if (grid.shape().pipeline > 1) {
       out["parallel"]["micro_batches"] = micro_batches;
       out["parallel"]["schedule"] = schedule;
+      out["parallel"]["activation_checkpoint"] = checkpoint;
     }
     resolved << out << '\n';
   }
@@ -375,6 +379,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--pp", f.pp, "Pipeline stages: the U-Net cut into this many stages by the memory-aware balance");
   cmd->add_option("--micro-batches", f.micro_batches, "Micro-batches per replica batch with --pp (default: one tile each)");
   cmd->add_option("--schedule", f.schedule, "Pipeline schedule with --pp: 1f1b (default) or gpipe");
+  cmd->add_option("--activation-checkpoint", f.checkpoint,
+                  "Activation checkpointing with --pp: never (default), always, except_last (recompute, same result)");
   cmd->add_option("--sp", f.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
   cmd->add_option("--fusion-mib", f.fusion_mib, "Gradient allreduce bucket bound in MiB (default 25)");
   cmd->add_flag("--scale-lr", f.scale_lr, "Multiply the learning rate by the replicas (default off: exact equivalence)");

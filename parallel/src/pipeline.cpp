@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <optional>
 
 #include "tessera/core/error.hpp"
 
@@ -79,6 +80,8 @@ struct PipelineTrainer::Event {
 
 struct PipelineTrainer::MicroBatch {
   int64_t offset = 0, size = 0;
+  bool recompute = false;  // checkpointed: forward without a graph, recomputed before backward
+  torch::Tensor target;    // last stage, checkpointed: the labels the recomputed loss needs
   StageTensors in;        // received (leaves needing a gradient), or the network input on stage 0
   StageTensors out;       // sent on, kept for the backward
   StageTensors grad_out;  // gradients of `out`, received from later stages
@@ -192,20 +195,35 @@ void PipelineTrainer::build_events() {
 void PipelineTrainer::forward(MicroBatch& mb, const torch::Tensor& input, const torch::Tensor& target,
                               const torch::Tensor& w_total) {
   if (stage_index_ == 0) mb.in.main = input.narrow(0, mb.offset, mb.size);
+  std::optional<torch::NoGradGuard> no_graph;
+  if (mb.recompute) no_graph.emplace();
   StageTensors out = stage_->forward(mb.in);
   if (stage_index_ < stages() - 1) {
     mb.out = std::move(out);
     return;
   }
-  const LossOptions& lo = options_.loss;
-  const auto stats = loss_statistics(out.main, target.narrow(0, mb.offset, mb.size), lo);
-  // Normalised by the global batch's W (labels only), so the micro-batch shares add up exactly.
-  const auto shared = torch::cat({w_total.to(stats.scalar_type()), stats.narrow(0, 1, stats.numel() - 1)});
-  mb.loss = loss_from_statistics(shared, lo, out.main.size(1));
+  mb.target = target.narrow(0, mb.offset, mb.size);
+  mb.loss = micro_batch_loss(out.main, mb.target, w_total);
   mb.loss_value = mb.loss.item<double>();
 }
 
-void PipelineTrainer::backward(MicroBatch& mb) {
+torch::Tensor PipelineTrainer::micro_batch_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                                const torch::Tensor& w_total) const {
+  const LossOptions& lo = options_.loss;
+  const auto stats = loss_statistics(logits, target, lo);
+  // Normalised by the global batch's W (labels only), so the micro-batch shares add up exactly.
+  const auto shared = torch::cat({w_total.to(stats.scalar_type()), stats.narrow(0, 1, stats.numel() - 1)});
+  return loss_from_statistics(shared, lo, logits.size(1));
+}
+
+void PipelineTrainer::backward(MicroBatch& mb, const torch::Tensor& w_total) {
+  if (mb.recompute) {  // the same operations on the same inputs: the same values, now with a graph
+    StageTensors out = stage_->forward(mb.in);
+    if (stage_index_ == stages() - 1)
+      mb.loss = micro_batch_loss(out.main, mb.target, w_total);
+    else
+      mb.out = std::move(out);
+  }
   if (stage_index_ == stages() - 1) {
     torch::autograd::backward({mb.loss});
     mb.loss = torch::Tensor();
@@ -262,6 +280,8 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
     auto& mb = mbs[static_cast<size_t>(m)];
     mb.offset = at;
     mb.size = N / M + (m < N % M ? 1 : 0);
+    mb.recompute = options_.checkpoint == ActivationCheckpoint::kAlways ||
+                   (options_.checkpoint == ActivationCheckpoint::kExceptLast && m != M - 1);
     at += static_cast<int>(mb.size);
   }
 
@@ -281,7 +301,7 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
     data_.allreduce(w_total, ReduceOp::kSum);
   }
 
-  int in_flight = 0;
+  int in_flight = 0, graphs = 0;
   auto bytes_of = [](const torch::Tensor& t) {
     if (!t.defined()) return int64_t{0};
     return tensor_bytes(t) + (t.grad().defined() ? tensor_bytes(t.grad()) : 0);
@@ -302,9 +322,12 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
       if (ev.block.forward) {
         forward(mb, input, target, w_total);
         stats_.max_in_flight = std::max(stats_.max_in_flight, ++in_flight);
+        if (!mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
       } else {
-        backward(mb);
+        if (mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
+        backward(mb, w_total);
         --in_flight;
+        --graphs;
       }
       stats_.compute_seconds += now_seconds() - c0;
       note_received_bytes_held();
@@ -322,6 +345,12 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
       t = t.detach().contiguous();
       pipeline_.send(t, ev.destination, ev.tag);
       stats_.bytes_sent += tensor_bytes(t);
+      if (forward_message && mb.recompute) {  // recomputed before the backward: not kept meanwhile
+        if (ev.skip < 0)
+          mb.out.main = torch::Tensor();
+        else
+          mb.out.skips.erase(ev.skip);
+      }
       if (!forward_message) {  // its gradient is out: the received tensor is no longer needed
         if (ev.skip < 0)
           mb.in.main = torch::Tensor();

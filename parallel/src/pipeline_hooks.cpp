@@ -45,12 +45,17 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
   const int m = options_.micro_batches > 0 ? options_.micro_batches : int(input.size(0));
   if (!trainer_ || side != side_ || m != micro_) {
     const LayerSequence seq = unet_layer_sequence(net->options(), side);
-    const auto mo = StageMemoryOptions().with_micro_batches(m).with_schedule(options_.schedule);
+    const auto mo =
+        StageMemoryOptions().with_micro_batches(m).with_schedule(options_.schedule).with_checkpoint(options_.checkpoint);
     balance_ = balance_by_memory(seq, pipeline_.size(), mo).sizes;
     trainer_.reset();  // the previous stage's memory first
     trainer_ = std::make_unique<PipelineTrainer>(
         *net, side, pipeline_, data_,
-        PipelineOptions(balance_).with_micro_batches(m).with_schedule(options_.schedule).with_loss(loss));
+        PipelineOptions(balance_)
+            .with_micro_batches(m)
+            .with_schedule(options_.schedule)
+            .with_checkpoint(options_.checkpoint)
+            .with_loss(loss));
     side_ = side;
     micro_ = m;
   }

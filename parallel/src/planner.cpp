@@ -30,9 +30,18 @@ double gib(double bytes) { return bytes / double(int64_t{1} << 30); }
 struct StageTerms {
   int64_t fixed = 0;
   int64_t per_flight = 0;
+  int64_t received = 0;  // what a checkpointed whole micro-batch keeps
   int64_t current = 0;
 
-  int64_t bytes(int in_flight) const { return fixed + (in_flight - 1) * per_flight + current; }
+  int64_t bytes(int in_flight, ActivationCheckpoint c) const {
+    switch (c) {
+      case ActivationCheckpoint::kNever: return fixed + (in_flight - 1) * per_flight + current;
+      case ActivationCheckpoint::kAlways: return fixed + (in_flight - 1) * received + current;
+      case ActivationCheckpoint::kExceptLast:  // the last micro-batch whole beside a recomputed one
+        return fixed + (in_flight >= 2 ? per_flight + (in_flight - 2) * received : 0) + current;
+    }
+    return 0;
+  }
 };
 
 StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training,
@@ -75,6 +84,7 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     const bool counted = out.kind == LayerKind::kActivation || out.kind == LayerKind::kPool ||
                          out.kind == LayerKind::kConcat || out.kind == LayerKind::kHead;
     t.per_flight = received + kept + (last + 1 < seq.size() && !counted ? out.out_elements * kFloatBytes : 0);
+    t.received = received;
     t.current = work;
   } else {
     t.fixed += work;
@@ -117,6 +127,22 @@ PipelineScheduleKind parse_pipeline_schedule(const std::string& s) {
   if (s == "gpipe") return PipelineScheduleKind::kGPipe;
   if (s == "1f1b") return PipelineScheduleKind::kOneFOneB;
   throw Error("schedule: '" + s + "' is not one of gpipe, 1f1b");
+}
+
+std::string to_string(ActivationCheckpoint c) {
+  switch (c) {
+    case ActivationCheckpoint::kNever: return "never";
+    case ActivationCheckpoint::kAlways: return "always";
+    case ActivationCheckpoint::kExceptLast: return "except_last";
+  }
+  return "?";
+}
+
+ActivationCheckpoint parse_activation_checkpoint(const std::string& s) {
+  if (s == "never") return ActivationCheckpoint::kNever;
+  if (s == "always") return ActivationCheckpoint::kAlways;
+  if (s == "except_last") return ActivationCheckpoint::kExceptLast;
+  throw Error("checkpoint: '" + s + "' is not one of never, always, except_last");
 }
 
 int Partition::first(int stage) const {
@@ -215,7 +241,7 @@ int StageMemoryOptions::in_flight(int from_end) const {
 }
 
 int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
-  return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end));
+  return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end), o.checkpoint);
 }
 
 Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o) {
@@ -356,10 +382,14 @@ Layout plan(const PlanOptions& o) {
     for (size_t mi = 0; mi < micro.size(); ++mi) {
       const int M = micro[mi];
       if (M > 1 && M > tiles) break;
-      const StageMemoryOptions mo = StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);
+      const StageMemoryOptions mo = StageMemoryOptions{}
+                                        .with_micro_batches(M)
+                                        .with_schedule(o.schedule)
+                                        .with_training(o.training)
+                                        .with_checkpoint(o.checkpoint);
       const StageCost cost = [&](int f, int l, int e) {
         const StageTerms& s = terms[size_t(f) * n + l];
-        return double(o.baseline_bytes + s.bytes(mo.in_flight(e)));
+        return double(o.baseline_bytes + s.bytes(mo.in_flight(e), o.checkpoint));
       };
       auto parts = min_max_partitions(n, k_max, cost);
       for (int K = 1; K <= k_max; ++K) {

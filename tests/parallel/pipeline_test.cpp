@@ -126,8 +126,10 @@ struct Case {
   int64_t local_batch = 4;
   bool memory_balance = false;
   std::vector<double> class_weights;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
 
   Case(int k, int m, Schedule s) : stages(k), micro_batches(m), schedule(s) {}
+  Case& with_checkpoint(ActivationCheckpoint a) { checkpoint = a; return *this; }
   Case& with_norm(Norm n) { norm = n; return *this; }
   Case& with_local_batch(int64_t b) { local_batch = b; return *this; }
   Case& with_memory_balance() { memory_balance = true; return *this; }
@@ -136,7 +138,8 @@ struct Case {
 
 std::string describe(const Case& c, int replicas) {
   return "K=" + std::to_string(c.stages) + " M=" + std::to_string(c.micro_batches) + " " + to_string(c.schedule) +
-         " dp=" + std::to_string(replicas) + " norm=" + to_string(c.norm) + " batch=" + std::to_string(c.local_batch);
+         " dp=" + std::to_string(replicas) + " norm=" + to_string(c.norm) + " batch=" + std::to_string(c.local_batch) +
+         " checkpoint=" + to_string(c.checkpoint);
 }
 
 std::vector<int> balance_for(const Case& c, const LayerSequence& seq) {
@@ -174,7 +177,11 @@ bool expect_same_as_one_process(const Case& c) {
   const Reference ref = single_process(net, global, lo);
 
   PipelineTrainer trainer(*net, side, grid.pipeline(), grid.data(),
-                          PipelineOptions(balance).with_micro_batches(c.micro_batches).with_schedule(c.schedule).with_loss(lo));
+                          PipelineOptions(balance)
+                              .with_micro_batches(c.micro_batches)
+                              .with_schedule(c.schedule)
+                              .with_loss(lo)
+                              .with_checkpoint(c.checkpoint));
   const int64_t from = grid.data_rank() * c.local_batch;
   const bool first = trainer.stage_index() == 0, last = trainer.stage_index() == c.stages - 1;
   const double loss = trainer.train_step(first ? global.input.narrow(0, from, c.local_batch) : torch::Tensor(),
@@ -196,6 +203,17 @@ bool expect_same_as_one_process(const Case& c) {
                                   ? c.micro_batches
                                   : std::min(c.micro_batches, c.stages - trainer.stage_index());
   EXPECT_EQ(trainer.last_step().max_in_flight, expected_flight) << what;
+  // Checkpointing keeps whole activations for one micro-batch at a time (always), or for the
+  // last one beside one being recomputed (except_last); without it, for every one in flight.
+  const int expected_graphs = c.checkpoint == ActivationCheckpoint::kNever    ? expected_flight
+                              : c.checkpoint == ActivationCheckpoint::kAlways ? 1
+                                                                               : std::min(2, expected_flight);
+  if (c.checkpoint == ActivationCheckpoint::kExceptLast) {
+    EXPECT_LE(trainer.last_step().max_graphs_held, expected_graphs) << what;
+    EXPECT_GE(trainer.last_step().max_graphs_held, 1) << what;
+  } else {
+    EXPECT_EQ(trainer.last_step().max_graphs_held, expected_graphs) << what;
+  }
 
   torch::Tensor worst = torch::tensor({cmp.worst}, torch::kFloat64);
   w.allreduce(worst, ReduceOp::kMax);
@@ -293,6 +311,15 @@ TEST(Pipeline, OneFOneBFourStagesEqualsOneProcess) {
   for (int m : {1, 2, 4}) expect_same_as_one_process(Case(4, m, Schedule::kOneFOneB));
   // The memory-aware balance and group norm cut elsewhere.
   expect_same_as_one_process(Case(4, 4, Schedule::kOneFOneB).with_norm(Norm::kGroup).with_memory_balance());
+}
+
+// Recomputed forwards give the same values, so checkpointing changes no gradient.
+TEST(Pipeline, ActivationCheckpointingEqualsOneProcess) {
+  for (auto a : {ActivationCheckpoint::kAlways, ActivationCheckpoint::kExceptLast})
+    for (Schedule s : {Schedule::kGPipe, Schedule::kOneFOneB}) {
+      expect_same_as_one_process(Case(2, 4, s).with_checkpoint(a).with_norm(Norm::kGroup));
+      if (world().size() % 4 == 0) expect_same_as_one_process(Case(4, 4, s).with_checkpoint(a));
+    }
 }
 
 TEST(Pipeline, DataTimesPipelineTwoByTwoEqualsOneProcessWithTheGlobalBatch) {

@@ -3,6 +3,7 @@
 #   - 2 ranks = one pipeline of 2 stages (1F1B, one tile per micro-batch);
 #   - 4 ranks = 2 replicas × 2 stages, batch 2 per replica, 2 micro-batches, GPipe, against
 #     one process with the global batch 4;
+#   - 2 ranks with activation checkpointing (forwards recomputed before their backward);
 # and a loss that does not split over micro-batches is refused before the run starts.
 # One step equals one process within 1e-5 (tests/parallel/pipeline_test.cpp); over six steps
 # the rounding of different convolution batch sizes grows, so the losses are compared at
@@ -30,8 +31,10 @@ mpi -np 2 "$T" train "${common[@]}" --run-dir "$W/pp2" --pp 2 > "$W/pp2.log" 2>&
 mpi -np 4 "$T" train "${common[@]}" --run-dir "$W/dp2pp2" --pp 2 --batch 2 --micro-batches 2 --schedule gpipe \
   > "$W/dp2pp2.log" 2>&1 || fail "--pp 2 on 4 ranks: $(tail -2 "$W/dp2pp2.log")"
 grep -q "data 2 × pipeline 2" "$W/dp2pp2.log" || fail "4 ranks with --pp 2 are not 2 × 2: $(head -1 "$W/dp2pp2.log")"
+mpi -np 2 "$T" train "${common[@]}" --run-dir "$W/ckpt" --pp 2 --activation-checkpoint always > "$W/ckpt.log" 2>&1 ||
+  fail "--activation-checkpoint always: $(tail -2 "$W/ckpt.log")"
 
-/usr/bin/python3 - "$W/one" "$W/pp2" "$W/dp2pp2" <<'PY' || exit 1
+/usr/bin/python3 - "$W/one" "$W/pp2" "$W/dp2pp2" "$W/ckpt" <<'PY' || exit 1
 import json, sys
 def losses(run):
     return [json.loads(l)["loss"] for l in open(run + "/metrics.jsonl") if '"loss"' in l]

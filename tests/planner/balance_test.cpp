@@ -134,15 +134,16 @@ TEST(Balance, MemoryBalanceOfUNetIsTheExactOptimum) {
     const auto o = unet_preset(name);
     const auto seq = unet_layer_sequence(o, 4 * unet_alignment(o) + unet_remainder(o) + 2 * unet_halo(o));
     for (auto schedule : {PipelineScheduleKind::kGPipe, PipelineScheduleKind::kOneFOneB})
-      for (int k : {2, 4}) {
-        const auto mo = StageMemoryOptions{}.with_micro_batches(4).with_schedule(schedule);
-        const StageCost cost = [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, mo)); };
-        const Partition p = balance(BalanceStrategy::kMemory, seq, k, mo);
-        expect_valid(p, seq.size(), k);
-        EXPECT_DOUBLE_EQ(p.max_cost, brute_force(seq.size(), k, cost)) << name << " K=" << k;
-        const Partition naive = balance(BalanceStrategy::kNaive, seq, k, mo);
-        EXPECT_LE(p.max_cost, naive.max_cost);
-      }
+      for (int k : {2, 4})
+        for (auto ckpt : {ActivationCheckpoint::kNever, ActivationCheckpoint::kAlways, ActivationCheckpoint::kExceptLast}) {
+          const auto mo = StageMemoryOptions{}.with_micro_batches(4).with_schedule(schedule).with_checkpoint(ckpt);
+          const StageCost cost = [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, mo)); };
+          const Partition p = balance(BalanceStrategy::kMemory, seq, k, mo);
+          expect_valid(p, seq.size(), k);
+          EXPECT_DOUBLE_EQ(p.max_cost, brute_force(seq.size(), k, cost)) << name << " K=" << k << " " << to_string(ckpt);
+          const Partition naive = balance(BalanceStrategy::kNaive, seq, k, mo);
+          EXPECT_LE(p.max_cost, naive.max_cost);
+        }
   }
 }
 
@@ -168,6 +169,14 @@ TEST(Balance, StageBytesByHand) {
   EXPECT_EQ(stage_bytes(seq, 0, 0, 2, m4), 320 + (784 + 1152) + (784 + 1936));
   const auto gpipe = StageMemoryOptions{}.with_micro_batches(4).with_schedule(PipelineScheduleKind::kGPipe);
   EXPECT_EQ(stage_bytes(seq, 3, 9, 1, gpipe), 3040 + 3 * (800 + 1856) + (800 + 1280 + 1536));
+  // Checkpointing: whole micro-batches keep what they received (800) only — all of them
+  // (always), or all but the last, which stays whole (except_last).
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(gpipe).with_checkpoint(ActivationCheckpoint::kAlways)),
+            3040 + 3 * 800 + (800 + 1280 + 1536));
+  EXPECT_EQ(stage_bytes(seq, 3, 9, 1, StageMemoryOptions(gpipe).with_checkpoint(ActivationCheckpoint::kExceptLast)),
+            3040 + (800 + 1856) + 2 * 800 + (800 + 1280 + 1536));
+  EXPECT_EQ(parse_activation_checkpoint("except_last"), ActivationCheckpoint::kExceptLast);
+  EXPECT_THROW(parse_activation_checkpoint("sometimes"), Error);
   // Inference: weights + the largest working set; at the concat (layer 6) stage 3..9 holds
   // the received skip: 128 + 256 + 128 = 512 elements.
   const auto infer = StageMemoryOptions{}.with_training(false);

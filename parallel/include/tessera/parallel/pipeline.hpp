@@ -5,7 +5,8 @@
 // M micro-batches (sizes differ by at most one, earlier ones larger) that flow through the
 // stages under GPipe (all forwards, then all backwards) or 1F1B (after K − s − 1 warm-up
 // forwards, stage s alternates one forward and one backward, so it holds at most min(M, K − s)
-// micro-batches' activations).
+// micro-batches' activations). With activation checkpointing (PipelineOptions::checkpoint)
+// a micro-batch's forward keeps no graph and is recomputed just before its backward.
 //
 // Messages, point to point over the pipeline group: a stage's main activation to the next
 // stage, every skip tensor straight from the stage producing it to the stage consuming it
@@ -64,11 +65,15 @@ struct PipelineOptions {
   int micro_batches = 1;     ///< M; every rank's local batch must hold at least M samples
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
   LossOptions loss = LossOptions().with_kind(LossKind::kCrossEntropy);  ///< ce or focal
+  /// Checkpointed micro-batches run their forward without a graph, keep only what they
+  /// received, and recompute the forward (bit-identical) just before their backward.
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
 
   explicit PipelineOptions(std::vector<int> balance_) : balance(std::move(balance_)) {}
   PipelineOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   PipelineOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   PipelineOptions& with_loss(LossOptions l) { loss = std::move(l); return *this; }
+  PipelineOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
 
   /// Throws tessera::Error naming the bad field (pipeline.balance, pipeline.micro_batches,
   /// pipeline.loss.kind, model.norm) for a sequence of `seq`'s layers.
@@ -81,7 +86,8 @@ struct PipelineStepStats {
   double compute_seconds = 0;  ///< forward + backward compute of this stage
   int64_t bytes_sent = 0;      ///< point-to-point, activations and their gradients
   int64_t bytes_received = 0;
-  int max_in_flight = 0;       ///< most micro-batches whose activations this stage held at once
+  int max_in_flight = 0;       ///< most micro-batches between their forward and backward at once
+  int max_graphs_held = 0;     ///< most micro-batches whose whole activations (autograd graph) were held at once
   /// Most bytes of received tensors held at once: forward inputs (and the gradients formed on
   /// them, until sent back) and received output gradients (until used).
   int64_t max_received_bytes_held = 0;
@@ -119,7 +125,9 @@ class PipelineTrainer {
   void build_events();
   void forward(MicroBatch& mb, const torch::Tensor& input, const torch::Tensor& target,
                const torch::Tensor& w_total);
-  void backward(MicroBatch& mb);
+  void backward(MicroBatch& mb, const torch::Tensor& w_total);
+  torch::Tensor micro_batch_loss(const torch::Tensor& logits, const torch::Tensor& target,
+                                 const torch::Tensor& w_total) const;
   void reduce_gradients();
 
   Communicator& pipeline_;

@@ -28,10 +28,12 @@ class PipelineTrainer;
 struct PipelineHookOptions {
   int micro_batches = 0;  ///< M per replica batch; 0: the batch size (one tile per micro-batch)
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
   bool writes_outputs = true;  ///< set on exactly one rank (world rank 0)
 
   PipelineHookOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   PipelineHookOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  PipelineHookOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
   PipelineHookOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
 };
 

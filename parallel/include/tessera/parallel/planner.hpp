@@ -21,6 +21,8 @@
 //                are freed already in the backward), x's input + output (or their gradients)
 //                and, when calibrated, x's measured extra (LayerMemoryCalibration).
 //              Micro-batches in flight: M for GPipe, min(M, K − s) for 1F1B stage s (0-based).
+//              With activation checkpointing the whole micro-batches hold their received
+//              tensors only (`always`), or all but one of them do (`except_last`).
 //   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
 //              tensors the stage holds at that layer).
 // Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.
@@ -43,6 +45,14 @@ BalanceStrategy parse_balance_strategy(const std::string& s);  ///< naive, memor
 enum class PipelineScheduleKind { kGPipe, kOneFOneB };
 std::string to_string(PipelineScheduleKind s);                  ///< gpipe, 1f1b
 PipelineScheduleKind parse_pipeline_schedule(const std::string& s);
+
+/// Activation checkpointing of pipeline micro-batches: `never` keeps every in-flight
+/// micro-batch's activations; `always` keeps only each micro-batch's received tensors and
+/// recomputes its forward just before its backward; `except_last` does so for all but the
+/// last micro-batch (whose backward, under GPipe, comes first and would recompute at once).
+enum class ActivationCheckpoint { kNever, kAlways, kExceptLast };
+std::string to_string(ActivationCheckpoint c);                  ///< never, always, except_last
+ActivationCheckpoint parse_activation_checkpoint(const std::string& s);
 
 /// K consecutive non-empty stages over n layers and the cost each one has.
 struct Partition {
@@ -100,11 +110,13 @@ struct StageMemoryOptions {
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
   bool training = true;
   std::vector<int64_t> extra_bytes;  ///< per layer of the sequence: calibrated extra (empty: none)
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
 
   StageMemoryOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   StageMemoryOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   StageMemoryOptions& with_training(bool t) { training = t; return *this; }
   StageMemoryOptions& with_extra_bytes(std::vector<int64_t> e) { extra_bytes = std::move(e); return *this; }
+  StageMemoryOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
   /// Micro-batches whose activations a stage holds at once.
   int in_flight(int from_end) const;
 };
@@ -134,6 +146,7 @@ struct PlanOptions {
   int64_t device_memory_bytes = int64_t{16} << 30;
   bool training = true;
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;  ///< memory model only (time ignores recompute)
   /// Sustained convolution FLOP/s of one device. Default: a conservative CPU figure (this
   /// project's 2-core machine sustains ~100 GFLOP/s on unet-small inference); calibration
   /// replaces it with a measured one.
@@ -151,6 +164,7 @@ struct PlanOptions {
         device_memory_bytes(device_memory_bytes_) {}
   PlanOptions& with_training(bool t) { training = t; return *this; }
   PlanOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  PlanOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
   PlanOptions& with_device_flops(double f) { device_flops = f; return *this; }
   PlanOptions& with_memory_bytes_per_second(double b) { memory_bytes_per_second = b; return *this; }
   PlanOptions& with_allreduce_bytes_per_second(double b) { allreduce_bytes_per_second = b; return *this; }
