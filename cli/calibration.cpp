@@ -47,6 +47,7 @@ ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path
       if (c.memory.constant_bytes.size() != c.memory.bytes_per_element.size())
         throw Error(path.string() + ": models." + preset + ".memory: constant_bytes and bytes_per_element differ in length");
     }
+    if (m.contains("time")) c.time.seconds_per_unit = m["time"].at("seconds_per_unit").get<std::vector<double>>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path.string() + ": models." + preset + ": " + e.what());
   }

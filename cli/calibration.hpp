@@ -4,7 +4,8 @@
 //   {"models": {"unet-small": {"device_flops": …, "input_side": …, "seconds_per_step": …,
 //      "threads": …, "dims": …,
 //      "memory": {"sides": [a, b], "threads": …, "constant_bytes": [one per layer],
-//                 "bytes_per_element": [one per layer]}}, …}}
+//                 "bytes_per_element": [one per layer]},
+//      "time": {"side": b, "seconds": [one per layer], "seconds_per_unit": [one per layer]}}, …}}
 // Torch-free.
 #include <filesystem>
 #include <optional>
@@ -29,6 +30,7 @@ void write_calibration(const std::filesystem::path& path, const nlohmann::json& 
 struct ModelCalibration {
   std::optional<double> device_flops;
   parallel::LayerMemoryCalibration memory;  ///< empty when not measured
+  parallel::LayerTimeCalibration time;      ///< empty when not measured
 };
 
 /// What `j` holds for `preset` (fields absent when not calibrated). Throws tessera::Error

@@ -78,6 +78,7 @@ struct Setup {
   PipelineScheduleKind schedule;
   parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
   parallel::ActivationCheckpoint checkpoint = parallel::ActivationCheckpoint::kNever;
+  parallel::LayerTimeCalibration times;  // measured layer times for --balance time (empty: FLOP model)
 
   parallel::PipelineOptions pipeline_options(std::vector<int> balance, int m) const {
     return parallel::PipelineOptions(std::move(balance)).with_micro_batches(m).with_schedule(schedule).with_checkpoint(checkpoint);
@@ -90,17 +91,18 @@ parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence&
   return mo;
 }
 
-// `time` balances the planner's predicted layer times (FLOP model at its default device
-// figures), not profiled ones: equal compute per stage, which is what the bubble assumes.
-// The memory balance uses the calibrated model when there is one.
+// `time` balances the layer times `tessera plan --calibrate` measured on this machine (else
+// the FLOP model's predicted ones): equal compute per stage, which is what the bubble
+// assumes. The memory balance uses the calibrated memory model when there is one.
 parallel::Partition partition_for(const Setup& s, const LayerSequence& seq, const std::string& strategy, int k, int m) {
   const auto mo = memory_options(s, seq, m, true);
   const auto kind = parallel::parse_balance_strategy(strategy);
   const parallel::PlanOptions defaults(s.options, {}, 1, 1);
-  const std::vector<double> seconds =
-      kind == parallel::BalanceStrategy::kTime
-          ? parallel::predicted_layer_seconds(seq, defaults.device_flops, defaults.memory_bytes_per_second, true)
-          : std::vector<double>{};
+  std::vector<double> seconds;
+  if (kind == parallel::BalanceStrategy::kTime)
+    seconds = s.times.empty()
+                  ? parallel::predicted_layer_seconds(seq, defaults.device_flops, defaults.memory_bytes_per_second, true)
+                  : s.times.seconds(seq);
   return parallel::balance(kind, seq, k, mo, seconds);
 }
 
@@ -391,13 +393,15 @@ void run(const Flags& f) {
   const int threads = configure_threads(f.threads);
 
   Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule), {},
-          parallel::parse_activation_checkpoint(f.checkpoint)};
+          parallel::parse_activation_checkpoint(f.checkpoint), {}};
   while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
     if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
   }
   s.seq = unet_layer_sequence(s.options, s.side);
   const fs::path cal_path = calibration_path(f.calibration);
-  s.calibration = model_calibration(read_calibration(cal_path), cal_path, f.model.preset).memory;
+  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model.preset);
+  s.calibration = cal.memory;
+  s.times = cal.time;
   if (!f.calibration.empty() && s.calibration.empty())
     throw Error(cal_path.string() + ": no memory calibration for model '" + f.model.preset +
                 "' (run tessera plan --calibrate --model " + f.model.preset + ")");
@@ -523,7 +527,9 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--schedule", f.schedule, "gpipe or 1f1b")->capture_default_str();
   cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing: never, always or except_last")
       ->capture_default_str();
-  cmd->add_option("--balance", f.balance, "naive, memory or time (predicted layer times), for the timed runs")->capture_default_str();
+  cmd->add_option("--balance", f.balance,
+                  "naive, memory or time (measured layer times when calibrated, else the FLOP model), for the timed runs")
+      ->capture_default_str();
   cmd->add_option("--steps", f.steps, "Timed steps per M (after one warm-up)")->capture_default_str();
   cmd->add_option("--threads", f.threads, "LibTorch threads per rank (0: automatic)")->capture_default_str();
   cmd->add_flag("--no-memory", f.no_memory, "Skip the per-stage memory table");

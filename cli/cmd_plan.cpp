@@ -25,6 +25,7 @@
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
+#include "tessera/core/progress.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/memory_calibration.hpp"
 #include "tessera/parallel/planner.hpp"
@@ -116,16 +117,16 @@ void calibrate(const Flags& f) {
   std::printf("%s: forward + backward of a %lld-px tile in %.3f s = %.1f GFLOP/s\n", f.model.preset.c_str(),
               (long long)seq.input_side, s, flops / 1e9);
 
-  const int total = 2 * seq.size();
-  auto progress = [&](int offset) {
-    return [&, offset](int done, int) {
-      std::fprintf(stderr, "\rmeasuring layer memory: %d / %d layers", offset + done, total);
-      if (offset + done == total) std::fprintf(stderr, "\n");
-    };
-  };
-  const auto extra_small = parallel::measure_layer_extra_bytes(*net, small, progress(0));
-  const auto extra = parallel::measure_layer_extra_bytes(*net, seq, progress(seq.size()));
+  // Times first: measuring memory fixes glibc's mmap threshold, which slows allocation.
+  ProgressBar bar("measuring layers", 3 * seq.size(), "layers");
+  const auto seconds = parallel::measure_layer_seconds(*net, seq, [&](int done, int) { bar.update(done); });
+  const auto extra_small =
+      parallel::measure_layer_extra_bytes(*net, small, [&](int done, int) { bar.update(seq.size() + done); });
+  const auto extra =
+      parallel::measure_layer_extra_bytes(*net, seq, [&](int done, int) { bar.update(2 * seq.size() + done); });
+  bar.finish();
   const auto fit = parallel::LayerMemoryCalibration::fit(small, extra_small, seq, extra);
+  const auto times = parallel::LayerTimeCalibration::fit(seq, seconds);
   int64_t largest = 0;
   int where = 0;
   for (int i = 0; i < seq.size(); ++i)
@@ -141,6 +142,7 @@ void calibrate(const Flags& f) {
                      {"measured_extra_bytes", {extra_small, extra}},
                      {"constant_bytes", fit.constant_bytes},
                      {"bytes_per_element", fit.bytes_per_element}};
+  entry["time"] = {{"side", seq.input_side}, {"seconds", seconds}, {"seconds_per_unit", times.seconds_per_unit}};
   const fs::path path = calibration_path(f.calibration);
   nlohmann::json j = read_calibration(path);
   j["models"][f.model.preset] = entry;
@@ -176,14 +178,16 @@ void run_plan(const Flags& f) {
   }
   const fs::path path = calibration_path(f.calibration);
   const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset);
-  if (!f.calibration.empty() && !cal.device_flops && cal.memory.empty())
+  if (!f.calibration.empty() && !cal.device_flops && cal.memory.empty() && cal.time.empty())
     throw Error(path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
   if (cal.device_flops && !f.throughput_gflops) {
     po.with_device_flops(*cal.device_flops);
     time_source = "calibrated, " + path.string();
   }
+  if (!cal.time.empty() && !f.throughput_gflops && !f.infer) time_source = "measured layer times, " + path.string();
   const std::string memory_source = cal.memory.empty() ? "stage model" : "stage model + calibrated layer extras, " + path.string();
   po.with_memory_calibration(cal.memory);
+  if (!f.throughput_gflops) po.with_time_calibration(cal.time);
   const parallel::Layout L = parallel::plan(po);
   const double gib = double(int64_t{1} << 30);
   if (f.json) {

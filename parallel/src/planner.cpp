@@ -235,6 +235,28 @@ LayerMemoryCalibration LayerMemoryCalibration::fit(const LayerSequence& a, const
   return c;
 }
 
+namespace {
+double work_units(const Layer& l) { return l.flops > 0 ? l.flops : double(l.in_elements + l.out_elements); }
+}  // namespace
+
+std::vector<double> LayerTimeCalibration::seconds(const LayerSequence& seq) const {
+  if (seconds_per_unit.size() != size_t(seq.size()))
+    throw Error(fmt::format("calibration: {} layer times measured, the model has {} layers (recalibrate: tessera plan "
+                            "--calibrate)",
+                            seconds_per_unit.size(), seq.size()));
+  std::vector<double> out;
+  for (int i = 0; i < seq.size(); ++i) out.push_back(seconds_per_unit[size_t(i)] * work_units(seq.layers[size_t(i)]));
+  return out;
+}
+
+LayerTimeCalibration LayerTimeCalibration::fit(const LayerSequence& seq, const std::vector<double>& seconds) {
+  if (seconds.size() != size_t(seq.size()))
+    throw Error(fmt::format("calibration: {} layer times for {} layers", seconds.size(), seq.size()));
+  LayerTimeCalibration c;
+  for (int i = 0; i < seq.size(); ++i) c.seconds_per_unit.push_back(seconds[size_t(i)] / work_units(seq.layers[size_t(i)]));
+  return c;
+}
+
 int StageMemoryOptions::in_flight(int from_end) const {
   if (!training) return 1;
   return schedule == PipelineScheduleKind::kGPipe ? micro_batches : std::min(micro_batches, from_end);
@@ -368,7 +390,9 @@ Layout plan(const PlanOptions& o) {
     std::vector<StageTerms> terms(size_t(n) * n);
     for (int i = 0; i < n; ++i)
       for (int j = i; j < n; ++j) terms[size_t(i) * n + j] = stage_terms(seq, i, j, o.training, extra);
-    const auto seconds = predicted_layer_seconds(seq, o.device_flops, o.memory_bytes_per_second, o.training);
+    const auto seconds = o.training && !o.time_calibration.empty()
+                             ? o.time_calibration.seconds(seq)
+                             : predicted_layer_seconds(seq, o.device_flops, o.memory_bytes_per_second, o.training);
     std::vector<double> prefix(n + 1, 0.0);
     std::vector<int64_t> param_prefix(n + 1, 0);
     for (int i = 0; i < n; ++i) {
@@ -493,8 +517,12 @@ Layout plan(const PlanOptions& o) {
   else
     why.push_back(fmt::format("pipeline: K = {} ({} schedule), bubble (K − 1)/(M + K − 1) = {:.2f}", K, to_string(o.schedule),
                               L.bubble_fraction));
-  why.push_back(fmt::format("time: {:.3g} s per pass at {:.3g} GFLOP/s per device ({})", L.pass_seconds,
-                            o.device_flops / 1e9, o.training ? "forward + backward = 3 × forward FLOPs" : "forward only"));
+  if (o.training && !o.time_calibration.empty())
+    why.push_back(fmt::format("time: {:.3g} s per pass from the measured per-layer times (forward + backward)",
+                              L.pass_seconds));
+  else
+    why.push_back(fmt::format("time: {:.3g} s per pass at {:.3g} GFLOP/s per device ({})", L.pass_seconds,
+                              o.device_flops / 1e9, o.training ? "forward + backward = 3 × forward FLOPs" : "forward only"));
   return L;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The planner's calibration through the CLI, and `tessera bench pipeline` under mpirun -np 2:
-#  - `plan --calibrate` stores a per-layer memory fit (one entry per layer) next to FLOP/s;
+#  - `plan --calibrate` stores a per-layer memory fit and layer times (one entry per layer);
 #  - `plan` reports that it uses it; a broken calibration file is a one-line error naming it;
 #  - `bench pipeline --memory-cap` finds, for 1 rank / naive / memory-aware, a side whose
 #    measured peak is within the cap while the next side it measured is over it.
@@ -21,6 +21,7 @@ mem = m["memory"]
 assert m["device_flops"] > 0, m
 assert len(mem["constant_bytes"]) == 38 and len(mem["bytes_per_element"]) == 38, mem
 assert mem["sides"][0] < mem["sides"][1], mem["sides"]
+assert len(m["time"]["seconds"]) == 38 and min(m["time"]["seconds"]) > 0, m["time"]
 # The convolutions need memory beyond the model (oneDNN copies, workspaces): some positive extra.
 assert max(mem["measured_extra_bytes"][1]) > 0, mem["measured_extra_bytes"]
 PY
@@ -31,6 +32,7 @@ PY
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert "calibrated layer extras" in j["memory"]["source"], j["memory"]["source"]
+assert "measured layer times" in j["time"]["source"], j["time"]["source"]
 assert len(j["pipeline"]["balance"]) == j["pipeline"]["stages"]
 ' "$W/plan.json" || fail "plan does not use the calibration"
 

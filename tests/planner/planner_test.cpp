@@ -126,6 +126,35 @@ TEST(Planner, CalibratedExtrasEnterTheStageMemory) {
                         << calibrated.tile_inset;
 }
 
+// Measured layer times replace the FLOP model's: each stage's seconds are the sum of its
+// layers' calibrated times at the chosen tile (seconds per FLOP for convolutions, per element
+// for the rest), and a slower calibration gives a slower pass.
+TEST(Planner, MeasuredLayerTimesGiveTheStageSeconds) {
+  const UNetOptions m = unet_preset("unet-small");
+  const auto probe = unet_layer_sequence(m, 316);
+  std::vector<double> measured;
+  for (int i = 0; i < probe.size(); ++i) measured.push_back(1e-3 * (1 + i % 5));
+  const LayerTimeCalibration cal = LayerTimeCalibration::fit(probe, measured);
+  const auto back = cal.seconds(probe);
+  for (int i = 0; i < probe.size(); ++i) EXPECT_NEAR(back[size_t(i)], measured[size_t(i)], 1e-15);
+
+  auto o = PlanOptions(m, {2000, 2000}, 16, int64_t(0.6 * double(kGiB))).with_time_calibration(cal);
+  const Layout L = plan(o);
+  expect_complete(o, L);
+  const auto seq = unet_layer_sequence(m, L.tile_input_side);
+  const auto t = cal.seconds(seq);
+  for (int s = 0, first = 0; s < L.stages; first += L.balance[size_t(s)], ++s) {
+    double sum = 0;
+    for (int i = first; i < first + L.balance[size_t(s)]; ++i) sum += t[size_t(i)];
+    EXPECT_NEAR(L.stage_seconds[size_t(s)], sum, 1e-9 * sum) << "stage " << s;
+  }
+  std::vector<double> slower;
+  for (double x : measured) slower.push_back(2 * x);
+  o.with_time_calibration(LayerTimeCalibration::fit(probe, slower));
+  EXPECT_GT(plan(o).pass_seconds, L.pass_seconds);
+  EXPECT_THROW(cal.seconds(unet_layer_sequence(unet_preset("unet-tiny"), 220)), Error);
+}
+
 TEST(Planner, NothingFitsIsAnErrorNamingDeviceMemory) {
   PlanOptions o = example();
   o.device_memory_bytes = int64_t(0.01 * double(kGiB));

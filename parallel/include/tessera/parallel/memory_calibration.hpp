@@ -14,11 +14,18 @@ namespace tessera::parallel {
 /// stage holding that layer alone forward and backward on one tile, the way a pipeline step
 /// does — its input and skip inputs arrive in fresh tensors, so do the gradients of its
 /// outputs; the last layer computes the cross-entropy loss — after a warm-up run (parameter
-/// gradients exist, as in every step after the first). Returns, per layer, the peak
-/// resident-memory increase of that run minus the activation part of stage_bytes() for the
-/// one-layer stage (M = 1): the bytes the model leaves out (negative where it overestimates).
-/// `progress(done, total)` is called after each layer. Single process, Linux (PeakMemoryMeter).
+/// gradients exist, as in every step after the first). Returns the peak resident-memory
+/// increase of one run minus the activation part of stage_bytes() for the one-layer stage
+/// (M = 1): the bytes the model leaves out (negative where it overestimates).
+/// `progress(done, total)` is called after each layer. Single process, Linux. Note: the
+/// first call fixes glibc's mmap threshold for the process (PeakMemoryMeter), which slows
+/// later allocations; time before measuring memory.
 std::vector<int64_t> measure_layer_extra_bytes(const UNetImpl& full, const LayerSequence& seq,
                                                const std::function<void(int, int)>& progress = {});
+
+/// The same one-layer stages' forward + backward seconds (inputs made beforehand; median of
+/// three runs after a warm-up).
+std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq,
+                                          const std::function<void(int, int)>& progress = {});
 
 }  // namespace tessera::parallel

@@ -105,6 +105,20 @@ struct LayerMemoryCalibration {
                                     const std::vector<int64_t>& extra_b);
 };
 
+/// Measured forward + backward seconds per layer (`tessera plan --calibrate`), kept as
+/// seconds per unit of work — FLOPs for convolutions, input + output elements for the
+/// element-wise layers — so they apply at any tile side of the same model.
+struct LayerTimeCalibration {
+  std::vector<double> seconds_per_unit;  ///< one per layer
+
+  bool empty() const { return seconds_per_unit.empty(); }
+  /// Each layer's training seconds (forward + backward, one tile) for `seq`. Throws
+  /// tessera::Error naming `calibration` when the layer counts differ.
+  std::vector<double> seconds(const LayerSequence& seq) const;
+  /// From seconds measured at `seq`'s side (one per layer).
+  static LayerTimeCalibration fit(const LayerSequence& seq, const std::vector<double>& seconds);
+};
+
 struct StageMemoryOptions {
   int micro_batches = 1;  ///< M
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
@@ -158,6 +172,7 @@ struct PlanOptions {
   int max_micro_batches = 32;                ///< M searched in powers of two up to this
   int max_tile_candidates = 96;              ///< aligned insets T tried (geometric subset if more)
   LayerMemoryCalibration memory_calibration;  ///< measured per-layer extras (empty: the model alone)
+  LayerTimeCalibration time_calibration;      ///< measured per-layer training times (empty: FLOP model)
 
   PlanOptions(UNetOptions model_, Index image_, int devices_, int64_t device_memory_bytes_)
       : model(std::move(model_)), image(std::move(image_)), devices(devices_),
@@ -172,6 +187,7 @@ struct PlanOptions {
   PlanOptions& with_max_stages(int k) { max_stages = k; return *this; }
   PlanOptions& with_max_micro_batches(int m) { max_micro_batches = m; return *this; }
   PlanOptions& with_memory_calibration(LayerMemoryCalibration c) { memory_calibration = std::move(c); return *this; }
+  PlanOptions& with_time_calibration(LayerTimeCalibration c) { time_calibration = std::move(c); return *this; }
 
   /// Throws tessera::Error naming the first bad field.
   void validate() const;
