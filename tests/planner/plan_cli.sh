@@ -46,7 +46,7 @@ grep -q "broken.json" "$W/broken.log" || fail "the error does not name the file:
 "$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$T" bench pipeline --model unet-tiny --tile 92 --batch 1 \
   --no-time --memory-cap 24 --max-side 400 --calibration "$cal" > "$W/bench.log" 2>&1 ||
   fail "bench pipeline: $(tail -3 "$W/bench.log")"
-tail -1 "$W/bench.log" | /usr/bin/python3 -c '
+grep '^{' "$W/bench.log" | tail -1 | /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 cap = r["memory_cap"]["cap_bytes"]
