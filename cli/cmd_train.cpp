@@ -28,6 +28,7 @@
 #include "commands.hpp"
 #include "regions.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/process_memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/io/open_image.hpp"
@@ -282,6 +283,7 @@ void run(const Flags& f) {
   // data parallelism.
   std::unique_ptr<TrainHooks> hooks;
   std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
+  parallel::PipelineTrainHooks* pipeline_hooks = nullptr;  // for per-stage telemetry
   if (grid.shape().pipeline > 1) {
     auto h = std::make_unique<parallel::PipelineTrainHooks>(
         grid.pipeline(), grid.data(),
@@ -291,6 +293,7 @@ void run(const Flags& f) {
             .with_checkpoint(parallel::parse_activation_checkpoint(checkpoint))
             .with_writes_outputs(grid.is_root()));
     set_step_callback = [p = h.get()](auto fn) { p->set_step_callback(std::move(fn)); };
+    pipeline_hooks = h.get();
     hooks = std::move(h);
   } else {
     auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()
@@ -348,6 +351,11 @@ void run(const Flags& f) {
   set_step_callback([&](int64_t step, double) {
     monitor.set_step(step);
     monitor.set_tiles_done(step * t.batch);
+    if (pipeline_hooks && pipeline_hooks->last_step()) {
+      const parallel::PipelineStepStats& st = *pipeline_hooks->last_step();
+      monitor.set_pipeline_stage({pipeline_hooks->stage_index(), st.seconds, st.compute_seconds, st.bytes_sent,
+                                  st.bytes_received, peak_resident_bytes()});
+    }
   });
   const TrainReport r = train(net, pairs, t, meta, hooks.get(), validation);
   monitor.set_phase("done");

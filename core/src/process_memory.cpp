@@ -23,6 +23,8 @@ int64_t status_bytes(const std::string& field) {
 
 int64_t resident_bytes() { return status_bytes("VmRSS"); }
 
+int64_t peak_resident_bytes() { return status_bytes("VmHWM"); }
+
 PeakMemoryMeter::PeakMemoryMeter() {
   mallopt(M_MMAP_THRESHOLD, 64 << 10);
   malloc_trim(0);

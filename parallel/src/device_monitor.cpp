@@ -141,6 +141,7 @@ struct DeviceMonitor::Impl {
   std::condition_variable wake;
   bool stop = false;
   std::string phase = "start";
+  PipelineStageSample stage;
   DeviceSummary summary;
   double util_sum = 0;
   std::thread thread;
@@ -187,6 +188,11 @@ DeviceMonitor::~DeviceMonitor() {
   }
 }
 
+void DeviceMonitor::set_pipeline_stage(const PipelineStageSample& s) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->stage = s;
+}
+
 void DeviceMonitor::set_phase(const std::string& phase) {
   std::lock_guard lock(impl_->mutex);
   impl_->phase = phase;
@@ -206,6 +212,14 @@ void DeviceMonitor::sample_now() {
                    {"step", step_.load()},
                    {"tiles_done", tiles_.load()}};
   if (impl_->nvml.ok()) impl_->nvml.sample(j);
+  if (const PipelineStageSample& p = impl_->stage; p.stage >= 0) {
+    j["pipeline_stage"] = p.stage;
+    j["stage_step_s"] = p.step_seconds;
+    j["stage_compute_s"] = p.compute_seconds;
+    j["stage_bytes_sent"] = p.bytes_sent;
+    j["stage_bytes_received"] = p.bytes_received;
+    j["stage_peak_bytes"] = p.peak_bytes;
+  }
   impl_->out << j.dump() << '\n';
   impl_->out.flush();
   DeviceSummary& s = impl_->summary;

@@ -93,6 +93,8 @@ void PipelineTrainHooks::on_gradients(UNet& net) {
   }
 }
 
+const PipelineStepStats* PipelineTrainHooks::last_step() const { return trainer_ ? &trainer_->last_step() : nullptr; }
+
 void PipelineTrainHooks::on_step(int64_t step, double loss) {
   if (step_callback_) step_callback_(step, loss);
 }

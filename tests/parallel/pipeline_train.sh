@@ -50,6 +50,19 @@ for run in sys.argv[2:]:
         sys.exit(1)
 PY
 
+# Per-stage telemetry: each pipeline rank's last line names its stage and its step's figures.
+/usr/bin/python3 - "$W/pp2/telemetry" <<'PY' || fail "per-stage telemetry"
+import json, sys, glob
+stages = {}
+for path in sorted(glob.glob(sys.argv[1] + "/rank-*.jsonl")):
+    last = [json.loads(l) for l in open(path)][-1]
+    assert last["stage_step_s"] >= last["stage_compute_s"] > 0, last
+    assert last["stage_peak_bytes"] > 0, last
+    assert last["stage_bytes_sent"] > 0 and last["stage_bytes_received"] > 0, last
+    stages[last["rank"]] = last["pipeline_stage"]
+assert sorted(stages.values()) == [0, 1], stages
+PY
+
 sed 's/loss: {kind: focal}/loss: {kind: dice_ce}/' "$W/train.yaml" > "$W/dice.yaml"
 if mpi -np 2 "$T" train --config "$W/dice.yaml" --threads 1 --no-progress --run-dir "$W/dice" --pp 2 > "$W/dice.log" 2>&1; then
   fail "dice_ce with --pp was accepted"

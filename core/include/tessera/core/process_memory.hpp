@@ -10,6 +10,9 @@ namespace tessera {
 /// no such field (not Linux).
 int64_t resident_bytes();
 
+/// Peak resident set size (VmHWM) since the process started or a PeakMemoryMeter reset it.
+int64_t peak_resident_bytes();
+
 /// Measures the peak resident memory of the work done while it lives, above the resident
 /// memory when it was made. On construction: glibc's mmap threshold is fixed at 64 KiB (so
 /// tensors freed later go back to the operating system instead of staying in the heap),

@@ -24,6 +24,7 @@
 namespace tessera::parallel {
 
 class PipelineTrainer;
+struct PipelineStepStats;
 
 struct PipelineHookOptions {
   int micro_batches = 0;  ///< M per replica batch; 0: the batch size (one tile per micro-batch)
@@ -56,6 +57,9 @@ class PipelineTrainHooks final : public TrainHooks {
   void set_step_callback(std::function<void(int64_t, double)> fn) { step_callback_ = std::move(fn); }
   /// The balance of the current pipeline (empty before the first step).
   const std::vector<int>& balance() const { return balance_; }
+  /// This rank's stage and what its last train_step did (nullptr before the first step).
+  int stage_index() const { return pipeline_.rank(); }
+  const PipelineStepStats* last_step() const;
 
  private:
   Communicator& pipeline_;
