@@ -8,9 +8,14 @@
 
 namespace tessera::parallel {
 
+void PipelineHookOptions::validate() const {
+  if (micro_batches < 0)
+    throw Error("parallel.micro_batches: " + std::to_string(micro_batches) + " must be >= 0 (0: one tile per micro-batch)");
+}
+
 PipelineTrainHooks::PipelineTrainHooks(Communicator& pipeline, Communicator& data, PipelineHookOptions options)
     : pipeline_(pipeline), data_(data), options_(options) {
-  if (options_.micro_batches < 0) throw Error("parallel.micro_batches: must be >= 0 (0: one tile per micro-batch)");
+  options_.validate();
 }
 
 PipelineTrainHooks::~PipelineTrainHooks() = default;

@@ -36,6 +36,8 @@ struct PipelineHookOptions {
   PipelineHookOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   PipelineHookOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
   PipelineHookOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
+  /// Throws tessera::Error naming the bad field (parallel.micro_batches).
+  void validate() const;
 };
 
 class PipelineTrainHooks final : public TrainHooks {
