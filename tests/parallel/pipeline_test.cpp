@@ -327,6 +327,31 @@ TEST(Pipeline, DataTimesPipelineTwoByTwoEqualsOneProcessWithTheGlobalBatch) {
   for (Schedule s : {Schedule::kGPipe, Schedule::kOneFOneB}) expect_same_as_one_process(Case(2, 2, s));
 }
 
+// Elements per sample a stage receives, from the layer sequence alone: forward, its main input
+// and the skips it consumes from earlier stages; backward, the gradients of its main output
+// and of the skips it sends to later stages.
+struct Received {
+  int64_t forward = 0, backward = 0;
+  bool skip_over_a_stage = false;  // some skip jumps over a whole stage
+};
+
+Received received_per_sample(const LayerSequence& seq, const Partition& part, int me) {
+  const int K = part.stages();
+  std::vector<int> stage_of;
+  for (int s = 0; s < K; ++s)
+    for (int i = 0; i < part.sizes[s]; ++i) stage_of.push_back(s);
+  Received r;
+  r.forward = me > 0 ? seq.layers[part.first(me) - 1].out_elements : 0;
+  r.backward = me < K - 1 ? seq.layers[part.first(me + 1) - 1].out_elements : 0;
+  for (const auto& e : seq.skips) {
+    const int p = stage_of[e.producer], c = stage_of[e.consumer];
+    if (c == me && p < me) r.forward += e.cropped_elements;
+    if (p == me && c > me) r.backward += e.cropped_elements;
+    r.skip_over_a_stage |= c > p + 1;
+  }
+  return r;
+}
+
 // Each stage receives its main input and only the skips it consumes (forward), and the
 // gradients of what it sent (backward): no stage relays another's skip. Expected bytes from
 // the layer sequence alone.
@@ -339,22 +364,11 @@ TEST(Pipeline, SkipsGoStraightToTheirConsumer) {
   const int64_t side = small_side(o);
   const LayerSequence seq = unet_layer_sequence(o, side);
   const auto part = balance_naive(seq.size(), K);
-  std::vector<int> stage_of;
-  for (int s = 0; s < K; ++s)
-    for (int i = 0; i < part.sizes[s]; ++i) stage_of.push_back(s);
   const int me = grid.pipeline_stage();
   const int64_t n = 4;
-  int64_t forward_in = me > 0 ? seq.layers[part.first(me) - 1].out_elements : 0;
-  int64_t backward_in = me < K - 1 ? seq.layers[part.first(me + 1) - 1].out_elements : 0;
-  bool over_a_stage = false;
-  for (const auto& e : seq.skips) {
-    const int p = stage_of[e.producer], c = stage_of[e.consumer];
-    if (c == me && p < me) forward_in += e.cropped_elements;
-    if (p == me && c > me) backward_in += e.cropped_elements;
-    over_a_stage |= c > p + 1;
-  }
+  const Received r = received_per_sample(seq, part, me);
   if (K == 4) {
-    EXPECT_TRUE(over_a_stage) << "the naive 4-stage cut should send a skip over a stage";
+    EXPECT_TRUE(r.skip_over_a_stage) << "the naive 4-stage cut should send a skip over a stage";
   }
   torch::manual_seed(11);
   UNet net(o);
@@ -362,7 +376,7 @@ TEST(Pipeline, SkipsGoStraightToTheirConsumer) {
   PipelineTrainer t(*net, side, grid.pipeline(), grid.data(),
                     PipelineOptions(part.sizes).with_micro_batches(2).with_schedule(Schedule::kOneFOneB));
   t.train_step(b.input, b.target);
-  EXPECT_EQ(t.last_step().bytes_received, 4 * n * (forward_in + backward_in)) << "stage " << me;
+  EXPECT_EQ(t.last_step().bytes_received, 4 * n * (r.forward + r.backward)) << "stage " << me;
   // What one stage sends, another receives.
   torch::Tensor sent = torch::tensor({t.last_step().bytes_sent, t.last_step().bytes_received}, torch::kInt64);
   grid.pipeline().allreduce(sent, ReduceOp::kSum);
@@ -383,18 +397,10 @@ TEST(Pipeline, ReceivedTensorsAreReleasedOnceTheirGradientIsSent) {
   const int64_t side = small_side(o);
   const LayerSequence seq = unet_layer_sequence(o, side);
   const auto part = balance_naive(seq.size(), K);
-  std::vector<int> stage_of;
-  for (int s = 0; s < K; ++s)
-    for (int i = 0; i < part.sizes[s]; ++i) stage_of.push_back(s);
   const int me = grid.pipeline_stage();
   const int M = 4 * K;
   // Per sample: forward inputs received (each held with its gradient), output gradients received.
-  int64_t forward_in = me > 0 ? seq.layers[part.first(me) - 1].out_elements : 0;
-  int64_t backward_in = me < K - 1 ? seq.layers[part.first(me + 1) - 1].out_elements : 0;
-  for (const auto& e : seq.skips) {
-    if (stage_of[e.consumer] == me && stage_of[e.producer] < me) forward_in += e.cropped_elements;
-    if (stage_of[e.producer] == me && stage_of[e.consumer] > me) backward_in += e.cropped_elements;
-  }
+  const Received r = received_per_sample(seq, part, me);
   torch::manual_seed(12);
   UNet net(o);
   const Batch b = make_batch(o, side, M, 6);
@@ -404,7 +410,7 @@ TEST(Pipeline, ReceivedTensorsAreReleasedOnceTheirGradientIsSent) {
   // Every stage's figures on every rank, so rank 0 reports any stage's failure.
   torch::Tensor held = torch::zeros({K}, torch::kInt64), window = torch::zeros({K}, torch::kInt64);
   held[me] = t.last_step().max_received_bytes_held;
-  window[me] = 4 * K * (2 * forward_in + backward_in);  // bytes: K micro-batches of one sample
+  window[me] = 4 * K * (2 * r.forward + r.backward);  // bytes: K micro-batches of one sample
   grid.pipeline().allreduce(held, ReduceOp::kSum);
   grid.pipeline().allreduce(window, ReduceOp::kSum);
   for (int s = 1; s < K; ++s) {
