@@ -142,7 +142,7 @@ ActivationCheckpoint parse_activation_checkpoint(const std::string& s) {
   if (s == "never") return ActivationCheckpoint::kNever;
   if (s == "always") return ActivationCheckpoint::kAlways;
   if (s == "except_last") return ActivationCheckpoint::kExceptLast;
-  throw Error("checkpoint: '" + s + "' is not one of never, always, except_last");
+  throw Error("activation_checkpoint: '" + s + "' is not one of never, always, except_last");
 }
 
 int Partition::first(int stage) const {
