@@ -41,7 +41,7 @@ struct Flags {
   int devices = 1;
   double device_memory_gib = 16;
   bool train = false, infer = false, json = false, calibrate = false;
-  std::string schedule = "1f1b", checkpoint = "never";
+  std::string schedule = "1f1b", checkpoint = "auto";
   std::optional<double> throughput_gflops;
   std::string calibration;
   std::optional<int64_t> calibration_tile;  // default 128 (2-D), 32 (3-D)
@@ -168,9 +168,8 @@ void run_plan(const Flags& f) {
   const UNetOptions o = f.model.resolve();
   parallel::PlanOptions po(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30)));
   if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
-  po.with_training(!f.infer)
-      .with_schedule(parallel::parse_pipeline_schedule(f.schedule))
-      .with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
+  po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
+  if (f.checkpoint != "auto") po.with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
   std::string time_source = "default CPU figure";
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);
@@ -213,7 +212,7 @@ void run_plan(const Flags& f) {
                        {"stage_first_layer", L.stage_first_layer},
                        {"micro_batches", L.micro_batches},
                        {"schedule", parallel::to_string(L.schedule)},
-                       {"activation_checkpoint", parallel::to_string(po.checkpoint)},
+                       {"activation_checkpoint", parallel::to_string(L.checkpoint)},
                        {"bubble_fraction", L.bubble_fraction}}},
                      {"data_parallel", L.data_parallel},
                      {"devices_used", L.devices_used},
@@ -241,8 +240,8 @@ void run_plan(const Flags& f) {
   std::printf("  tiling                  %s = %lld tiles, halo overhead E %.2f\n", axes(L.tiles_per_axis).c_str(),
               (long long)L.tiles, L.halo_overhead);
   std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
-  std::printf("  micro-batches M         %d (%s), bubble %.2f\n", L.micro_batches, parallel::to_string(L.schedule).c_str(),
-              L.bubble_fraction);
+  std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
+              parallel::to_string(L.schedule).c_str(), L.bubble_fraction, parallel::to_string(L.checkpoint).c_str());
   std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
   std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / gib, memory_source.c_str());
   std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
@@ -269,7 +268,7 @@ void register_plan(CLI::App& app) {
   cmd->add_flag("--infer", f.infer, "Plan inference");
   cmd->add_flag("--json", f.json, "Print the layout as JSON");
   cmd->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b or gpipe")->capture_default_str();
-  cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing in the memory model: never, always, except_last")
+  cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing: auto (the planner chooses), never, always, except_last")
       ->capture_default_str();
   cmd->add_option("--throughput", f.throughput_gflops, "Sustained GFLOP/s per device (overrides calibration)");
   cmd->add_option("--calibration", f.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");

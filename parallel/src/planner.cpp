@@ -368,9 +368,18 @@ Layout plan(const PlanOptions& o) {
   for (int m = 1; m <= o.max_micro_batches; m *= 2) micro.push_back(m);
 
   const int64_t limit = o.device_memory_bytes;
-  // max_cost[t][m][k-1]: the memory-balanced largest stage (bytes, baseline included).
-  std::vector<std::vector<std::vector<double>>> max_cost(sides.size());
-  Candidate best;
+  std::vector<ActivationCheckpoint> modes;
+  if (o.checkpoint)
+    modes = {*o.checkpoint};
+  else if (o.training)
+    modes = {ActivationCheckpoint::kNever, ActivationCheckpoint::kAlways};
+  else
+    modes = {ActivationCheckpoint::kNever};  // inference keeps no activations
+  // max_cost[c][t][m][k-1]: the memory-balanced largest stage (bytes, baseline included) with
+  // checkpoint mode c; best[c]: the fastest layout that fits with it.
+  std::vector<std::vector<std::vector<std::vector<double>>>> max_cost(
+      modes.size(), std::vector<std::vector<std::vector<double>>>(sides.size()));
+  std::vector<Candidate> best(modes.size());
   double least_memory = kInf;
   std::string least_memory_at;
 
@@ -380,7 +389,7 @@ Layout plan(const PlanOptions& o) {
     try {
       seq = unet_layer_sequence(model, T + r + 2 * eps);
     } catch (const Error&) {
-      max_cost[t].assign(micro.size(), {});
+      for (auto& mc : max_cost) mc[t].assign(micro.size(), {});
       continue;  // e.g. a `same` network whose input side is odd before a pooling
     }
     const int n = seq.size();
@@ -402,7 +411,10 @@ Layout plan(const PlanOptions& o) {
     int64_t tiles = 1;
     for (int64_t extent : o.image) tiles *= (extent + T - 1) / T;
 
-    max_cost[t].resize(micro.size());
+    for (size_t ci = 0; ci < modes.size(); ++ci) {
+    const ActivationCheckpoint ck = modes[ci];
+    const double recompute = ck == ActivationCheckpoint::kAlways && o.training ? 4.0 / 3.0 : 1.0;
+    max_cost[ci][t].resize(micro.size());
     for (size_t mi = 0; mi < micro.size(); ++mi) {
       const int M = micro[mi];
       if (M > 1 && M > tiles) break;
@@ -410,18 +422,18 @@ Layout plan(const PlanOptions& o) {
                                         .with_micro_batches(M)
                                         .with_schedule(o.schedule)
                                         .with_training(o.training)
-                                        .with_checkpoint(o.checkpoint);
+                                        .with_checkpoint(ck);
       const StageCost cost = [&](int f, int l, int e) {
         const StageTerms& s = terms[size_t(f) * n + l];
-        return double(o.baseline_bytes + s.bytes(mo.in_flight(e), o.checkpoint));
+        return double(o.baseline_bytes + s.bytes(mo.in_flight(e), ck));
       };
       auto parts = min_max_partitions(n, k_max, cost);
       for (int K = 1; K <= k_max; ++K) {
         Partition& p = parts[K - 1];
-        max_cost[t][mi].push_back(p.max_cost);
+        max_cost[ci][t][mi].push_back(p.max_cost);
         if (p.max_cost < least_memory) {
           least_memory = p.max_cost;
-          least_memory_at = fmt::format("T = {}, K = {}, M = {}", T, K, M);
+          least_memory_at = fmt::format("T = {}, K = {}, M = {}, activation checkpointing {}", T, K, M, to_string(ck));
         }
         if (p.max_cost > double(limit)) continue;
         Candidate c;
@@ -433,7 +445,7 @@ Layout plan(const PlanOptions& o) {
         c.steps = (tiles + int64_t(c.dp) * M - 1) / (int64_t(c.dp) * M);
         double allreduce = 0;
         for (int s = 0, f = 0; s < K; f += p.sizes[s], ++s) {
-          c.stage_seconds.push_back(prefix[f + p.sizes[s]] - prefix[f]);
+          c.stage_seconds.push_back(recompute * (prefix[f + p.sizes[s]] - prefix[f]));
           c.max_stage_seconds = std::max(c.max_stage_seconds, c.stage_seconds.back());
           if (o.training && c.dp > 1) {
             const double bytes = double(param_prefix[f + p.sizes[s]] - param_prefix[f]) * kFloatBytes;
@@ -444,12 +456,17 @@ Layout plan(const PlanOptions& o) {
         c.pass = double(c.steps) * c.step;
         c.peak = int64_t(p.max_cost);
         c.memory = std::move(p);
-        if (better(c, best)) best = std::move(c);
+        if (better(c, best[ci])) best[ci] = std::move(c);
       }
+    }
     }
   }
 
-  if (best.t < 0) {
+  size_t chosen = 0;  // the mode whose best layout is best; ties keep the earlier (never)
+  for (size_t ci = 1; ci < modes.size(); ++ci)
+    if (best[ci].t >= 0 && (best[chosen].t < 0 || better(best[ci], best[chosen]))) chosen = ci;
+  const Candidate& best_c = best[chosen];
+  if (best_c.t < 0) {
     if (least_memory == kInf) throw Error("plan: image: no tile inset gives a valid input side for this model");
     throw Error(fmt::format("plan: device_memory: nothing fits in {:.3g} GiB per device; the least any layout needs is "
                             "{:.3g} GiB ({}, baseline {:.3g} GiB included)",
@@ -457,8 +474,8 @@ Layout plan(const PlanOptions& o) {
   }
 
   // The layout, then the reasons.
-  const int64_t T = sides[best.t];
-  const int M = micro[best.m], K = best.k;
+  const int64_t T = sides[best_c.t];
+  const int M = micro[best_c.m], K = best_c.k;
   const LayerSequence seq = unet_layer_sequence(model, T + r + 2 * eps);
   Layout L;
   L.tile_inset = T;
@@ -466,39 +483,40 @@ Layout plan(const PlanOptions& o) {
   L.tile_input_side = T + r + 2 * eps;
   L.tile_output_side = T + r;
   for (int64_t extent : o.image) L.tiles_per_axis.push_back((extent + T - 1) / T);
-  L.tiles = best.tiles;
+  L.tiles = best_c.tiles;
   L.halo_overhead = std::pow(double(L.tile_input_side) / double(T), d);
   L.stages = K;
-  L.balance = best.memory.sizes;
-  for (int s = 0; s < K; ++s) L.stage_first_layer.push_back(seq.layers[best.memory.first(s)].name);
+  L.balance = best_c.memory.sizes;
+  for (int s = 0; s < K; ++s) L.stage_first_layer.push_back(seq.layers[best_c.memory.first(s)].name);
   L.micro_batches = M;
   L.schedule = o.schedule;
-  L.data_parallel = best.dp;
-  L.devices_used = best.dp * K;
-  for (double c : best.memory.stage_costs) L.stage_memory_bytes.push_back(int64_t(c));
-  L.peak_memory_bytes = best.peak;
-  L.stage_seconds = best.stage_seconds;
+  L.checkpoint = modes[chosen];
+  L.data_parallel = best_c.dp;
+  L.devices_used = best_c.dp * K;
+  for (double c : best_c.memory.stage_costs) L.stage_memory_bytes.push_back(int64_t(c));
+  L.peak_memory_bytes = best_c.peak;
+  L.stage_seconds = best_c.stage_seconds;
   L.bubble_fraction = double(K - 1) / double(M + K - 1);
-  L.step_seconds = best.step;
-  L.steps = best.steps;
-  L.pass_seconds = best.pass;
+  L.step_seconds = best_c.step;
+  L.steps = best_c.steps;
+  L.pass_seconds = best_c.pass;
   L.device_flops = o.device_flops;
 
   auto& why = L.reasons;
-  const auto& costs = max_cost[best.t][best.m];
+  const auto& costs = max_cost[chosen][best_c.t][best_c.m];
   why.push_back(fmt::format("memory: the largest stage needs {:.2f} GiB of {:.2f} GiB ({:.0f}%)", gib(double(L.peak_memory_bytes)),
                             gib(double(limit)), 100.0 * double(L.peak_memory_bytes) / double(limit)));
   if (K > 1 && costs[K - 2] > double(limit))
     why.push_back(fmt::format("memory binds the pipeline: with K = {} stages the largest would need {:.2f} GiB, so "
                               "the network is cut into {} stages",
                               K - 1, gib(costs[K - 2]), K));
-  const bool larger_tile_exists = size_t(best.t) + 1 < sides.size();
+  const bool larger_tile_exists = size_t(best_c.t) + 1 < sides.size();
   if (larger_tile_exists) {
-    const auto& next = max_cost[best.t + 1];
-    const bool next_fits = best.m < int(next.size()) && K <= int(next[best.m].size()) && next[best.m][K - 1] <= double(limit);
-    if (!next_fits && best.m < int(next.size()) && K <= int(next[best.m].size()))
-      why.push_back(fmt::format("memory binds the tile: inset {} would need {:.2f} GiB with the same K and M", sides[best.t + 1],
-                                gib(next[best.m][K - 1])));
+    const auto& next = max_cost[chosen][best_c.t + 1];
+    const bool next_fits = best_c.m < int(next.size()) && K <= int(next[best_c.m].size()) && next[best_c.m][K - 1] <= double(limit);
+    if (!next_fits && best_c.m < int(next.size()) && K <= int(next[best_c.m].size()))
+      why.push_back(fmt::format("memory binds the tile: inset {} would need {:.2f} GiB with the same K and M", sides[best_c.t + 1],
+                                gib(next[best_c.m][K - 1])));
   } else {
     why.push_back("image binds the tile: the inset covers the largest image axis");
   }
@@ -506,17 +524,29 @@ Layout plan(const PlanOptions& o) {
                             T, d, L.halo_overhead,
                             larger_tile_exists ? "; larger insets lower E but leave fewer tiles to spread" : ""));
   const int64_t by_tiles = (L.tiles + M - 1) / M;
-  if (best.dp == by_tiles && L.devices_used < o.devices)
+  if (best_c.dp == by_tiles && L.devices_used < o.devices)
     why.push_back(fmt::format("tiles bind: {} tiles per pass with M = {} give work to dp = {} replicas; {} of {} devices idle",
-                              L.tiles, M, best.dp, o.devices - L.devices_used, o.devices));
-  if (best.dp == o.devices / K)
-    why.push_back(fmt::format("devices bind: dp = floor({} / {}) = {} replicas, {} step(s) per pass", o.devices, K, best.dp,
+                              L.tiles, M, best_c.dp, o.devices - L.devices_used, o.devices));
+  if (best_c.dp == o.devices / K)
+    why.push_back(fmt::format("devices bind: dp = floor({} / {}) = {} replicas, {} step(s) per pass", o.devices, K, best_c.dp,
                               L.steps));
   if (K == 1)
     why.push_back("pipeline: none needed, one device holds a whole tile");
   else
     why.push_back(fmt::format("pipeline: K = {} ({} schedule), bubble (K − 1)/(M + K − 1) = {:.2f}", K, to_string(o.schedule),
                               L.bubble_fraction));
+  if (o.checkpoint) {
+    if (*o.checkpoint != ActivationCheckpoint::kNever)
+      why.push_back(fmt::format("activation checkpointing: {} (as asked)", to_string(*o.checkpoint)));
+  } else if (modes.size() > 1) {
+    const Candidate& other = best[1 - chosen];
+    const std::string alternative =
+        other.t < 0 ? "nothing fits without it"
+                    : fmt::format("{} would take {:.3g} s per pass", chosen == 0 ? "with it" : "without it", other.pass);
+    why.push_back(fmt::format("activation checkpointing: {} ({}; recomputing the forward costs a third more time "
+                              "per stage)",
+                              chosen == 0 ? "off" : "on", alternative));
+  }
   if (o.training && !o.time_calibration.empty())
     why.push_back(fmt::format("time: {:.3g} s per pass from the measured per-layer times (forward + backward)",
                               L.pass_seconds));

@@ -49,7 +49,14 @@ void expect_complete(const PlanOptions& o, const Layout& L) {
   EXPECT_EQ(L.steps, (L.tiles + int64_t(L.data_parallel) * L.micro_batches - 1) /
                          (int64_t(L.data_parallel) * L.micro_batches));
   const auto seq = unet_layer_sequence(m, L.tile_input_side);
-  auto mo = StageMemoryOptions{}.with_micro_batches(L.micro_batches).with_schedule(L.schedule).with_training(o.training);
+  auto mo = StageMemoryOptions{}
+                .with_micro_batches(L.micro_batches)
+                .with_schedule(L.schedule)
+                .with_training(o.training)
+                .with_checkpoint(L.checkpoint);
+  if (o.checkpoint) {
+    EXPECT_EQ(L.checkpoint, *o.checkpoint);
+  }
   if (!o.memory_calibration.empty()) mo.with_extra_bytes(o.memory_calibration.extra_bytes(seq));
   int64_t peak = 0;
   for (int s = 0, first = 0; s < L.stages; first += L.balance[s], ++s) {
@@ -153,6 +160,26 @@ TEST(Planner, MeasuredLayerTimesGiveTheStageSeconds) {
   o.with_time_calibration(LayerTimeCalibration::fit(probe, slower));
   EXPECT_GT(plan(o).pass_seconds, L.pass_seconds);
   EXPECT_THROW(cal.seconds(unet_layer_sequence(unet_preset("unet-tiny"), 220)), Error);
+}
+
+// Unset, activation checkpointing is the planner's choice: the faster of the best layout
+// without it and the best with it (whose stage times include the recomputed forward).
+TEST(Planner, ChoosesActivationCheckpointingWhenItIsFaster) {
+  for (double gib_per_device : {0.6, 0.7, 16.0}) {
+    auto o = PlanOptions(unet_preset("unet-small"), {10000, 10000}, 16, int64_t(gib_per_device * double(kGiB)));
+    const Layout chosen = plan(o);
+    expect_complete(o, chosen);
+    const Layout never = plan(PlanOptions(o).with_checkpoint(ActivationCheckpoint::kNever));
+    const Layout always = plan(PlanOptions(o).with_checkpoint(ActivationCheckpoint::kAlways));
+    expect_complete(PlanOptions(o).with_checkpoint(ActivationCheckpoint::kAlways), always);
+    EXPECT_DOUBLE_EQ(chosen.pass_seconds, std::min(never.pass_seconds, always.pass_seconds)) << gib_per_device;
+    EXPECT_EQ(chosen.checkpoint, always.pass_seconds < never.pass_seconds ? ActivationCheckpoint::kAlways
+                                                                          : ActivationCheckpoint::kNever)
+        << gib_per_device;
+    bool said = false;
+    for (const auto& r : chosen.reasons) said |= r.rfind("activation checkpointing:", 0) == 0;
+    EXPECT_TRUE(said) << gib_per_device;
+  }
 }
 
 TEST(Planner, NothingFitsIsAnErrorNamingDeviceMemory) {

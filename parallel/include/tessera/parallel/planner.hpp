@@ -30,6 +30,7 @@
 // below is exact for it.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,7 +161,10 @@ struct PlanOptions {
   int64_t device_memory_bytes = int64_t{16} << 30;
   bool training = true;
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
-  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;  ///< memory model only (time ignores recompute)
+  /// Activation checkpointing of the pipeline's micro-batches; unset: the planner tries never
+  /// and always and keeps the faster layout that fits (always recomputes each forward:
+  /// training stage time × 4/3).
+  std::optional<ActivationCheckpoint> checkpoint;
   /// Sustained convolution FLOP/s of one device. Default: a conservative CPU figure (this
   /// project's 2-core machine sustains ~100 GFLOP/s on unet-small inference); calibration
   /// replaces it with a measured one.
@@ -207,6 +211,7 @@ struct Layout {
   std::vector<std::string> stage_first_layer;  ///< name of each stage's first layer
   int micro_batches = 0;          ///< M (one tile each)
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
   int data_parallel = 0;          ///< dp: pipeline replicas
   int devices_used = 0;           ///< dp × K
   std::vector<int64_t> stage_memory_bytes;  ///< predicted peak per stage device (baseline included)
