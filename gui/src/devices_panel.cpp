@@ -142,7 +142,10 @@ void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector
     if (s.temperature_c >= 0) extra << QStringLiteral("%1 °C").arg(s.temperature_c, 0, 'f', 0);
     if (s.power_w >= 0) extra << QStringLiteral("%1 W").arg(s.power_w, 0, 'f', 0);
     table_->setItem(row, kSensors, new QTableWidgetItem(extra.join("  ")));
-    table_->setItem(row, kPhase, new QTableWidgetItem(QString::fromStdString(s.phase)));
+    QString phase = QString::fromStdString(s.phase);
+    if (s.pipeline_stage >= 0)  // a pipeline rank: which stage, and its last step
+      phase += tr(" · stage %1 (%2 s/step)").arg(s.pipeline_stage).arg(s.stage_step_s, 0, 'f', 2);
+    table_->setItem(row, kPhase, new QTableWidgetItem(phase));
     table_->setItem(row, kStep, new QTableWidgetItem(is_host ? QString() : QString::number(s.step)));
     table_->setItem(row, kTiles, new QTableWidgetItem(is_host ? QString() : QString::number(s.tiles_done)));
     std::vector<double> util, mem;

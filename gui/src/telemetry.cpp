@@ -43,6 +43,8 @@ std::optional<TelemetrySample> parse_telemetry_line(const std::string& line) {
     s.power_w = json.value("power_w", -1.0);
     s.step = json.value("step", 0ll);
     s.tiles_done = json.value("tiles_done", 0ll);
+    s.pipeline_stage = json.value("pipeline_stage", -1);
+    s.stage_step_s = json.value("stage_step_s", 0.0);
     return s;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;  // a field of the wrong type

@@ -1,7 +1,8 @@
 #pragma once
 // Reading a run's per-rank telemetry: RUN/telemetry/rank-<N>.jsonl, one JSON object per line
 // with time (Unix seconds, or an ISO-8601 string), rank, host, device, mem_used_bytes,
-// mem_total_bytes, util_pct, phase, step, tiles_done, and optionally temperature_c, power_w. Lines that do not parse (a half-written
+// mem_total_bytes, util_pct, phase, step, tiles_done, and optionally temperature_c, power_w,
+// and on pipeline ranks pipeline_stage, stage_step_s. Lines that do not parse (a half-written
 // last line, garbage) are skipped and counted, never fatal. Also samples this machine's host
 // CPU and RAM from /proc (the fallback when no GPU is visible). Pure I/O, no widgets; safe to
 // call from a worker thread.
@@ -21,6 +22,8 @@ struct TelemetrySample {
   double util_pct = 0;
   double temperature_c = -1, power_w = -1;  ///< optional ("temperature_c", "power_w"); < 0 unknown
   long long step = 0, tiles_done = 0;
+  int pipeline_stage = -1;  ///< optional ("pipeline_stage"); -1: not a pipeline rank
+  double stage_step_s = 0;  ///< optional ("stage_step_s"): the stage's last step, seconds
 };
 
 struct RankTelemetry {

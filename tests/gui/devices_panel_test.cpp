@@ -32,6 +32,11 @@ TEST(Telemetry, ParsesALineAndRejectsBrokenOnes) {
   const auto iso = parse_telemetry_line(R"({"time": "2026-01-01T00:00:00Z", "rank": 0})");
   ASSERT_TRUE(iso);
   EXPECT_DOUBLE_EQ(iso->time, 1767225600.0);
+  EXPECT_EQ(iso->pipeline_stage, -1);  // not a pipeline rank
+  const auto stage = parse_telemetry_line(R"({"time": 2, "rank": 1, "pipeline_stage": 1, "stage_step_s": 0.25})");
+  ASSERT_TRUE(stage);
+  EXPECT_EQ(stage->pipeline_stage, 1);
+  EXPECT_DOUBLE_EQ(stage->stage_step_s, 0.25);
 }
 
 TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
@@ -50,7 +55,7 @@ TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
     r1 << std::fixed;
     r1 << R"({"time": )" << now - 3600 << R"(, "rank": 1, "host": "node8", "device": "cuda:0", )"
        << R"("mem_used_bytes": 1073741824, "mem_total_bytes": 17179869184, "util_pct": 12, "phase": "infer", )"
-       << R"("step": 3, "tiles_done": 10})" << "\n"
+       << R"("step": 3, "tiles_done": 10, "pipeline_stage": 1, "stage_step_s": 0.25})" << "\n"
        << "{not json at all\n"
        << R"({"time": )" << now - 3590 << R"(, "rank": 1, "mem_used)";  // half-written last line
   }
@@ -73,6 +78,7 @@ TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
   EXPECT_EQ(t->item(r0, 6)->text(), "124");
   EXPECT_EQ(t->item(r0, 7)->text(), "496");
   EXPECT_EQ(t->item(r1, 4)->text(), "");  // not reported: left empty
+  EXPECT_EQ(t->item(r1, 5)->text(), QString::fromUtf8("infer · stage 1 (0.25 s/step)"));  // a pipeline rank
   EXPECT_EQ(t->item(r1, 2)->text(), "1.00 / 16.00");
   EXPECT_FALSE(panel.isStale(0));
   EXPECT_TRUE(panel.isStale(1));
