@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/model_json.hpp"
 
 namespace tessera::cli {
 
@@ -35,10 +36,16 @@ void write_calibration(const fs::path& path, const nlohmann::json& j) {
   fs::rename(tmp, path);
 }
 
-ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path, const std::string& preset) {
+ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path, const std::string& preset,
+                                   const UNetOptions& options) {
   ModelCalibration c;
   if (!j.contains("models") || !j["models"].contains(preset)) return c;
   const auto& m = j["models"][preset];
+  if (m.contains("model") && m["model"] != nlohmann::json(options)) {
+    c.other_options = path.string() + " has " + preset + " measured with other options (" + m["model"].dump() +
+                      "); run tessera plan --calibrate with these";
+    return c;
+  }
   try {
     if (m.contains("device_flops")) c.device_flops = m.at("device_flops").get<double>();
     if (m.contains("memory")) {

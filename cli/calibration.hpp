@@ -2,7 +2,7 @@
 // The calibration file `tessera plan --calibrate` writes and `tessera plan` / `tessera bench
 // pipeline` read (default ~/.cache/tessera/calibration.json):
 //   {"models": {"unet-small": {"device_flops": …, "input_side": …, "seconds_per_step": …,
-//      "threads": …, "dims": …,
+//      "threads": …, "dims": …, "model": {the UNetOptions measured, as in checkpoints},
 //      "memory": {"sides": [a, b], "threads": …, "constant_bytes": [one per layer],
 //                 "bytes_per_element": [one per layer]},
 //      "time": {"side": b, "seconds": [one per layer], "seconds_per_unit": [one per layer]}}, …}}
@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tessera/core/unet_spec.hpp"
 #include "tessera/parallel/planner.hpp"
 
 namespace tessera::cli {
@@ -28,13 +29,16 @@ nlohmann::json read_calibration(const std::filesystem::path& path);
 void write_calibration(const std::filesystem::path& path, const nlohmann::json& j);
 
 struct ModelCalibration {
+  std::string other_options;  ///< non-empty: an entry exists but was measured on other options (why it is unused)
   std::optional<double> device_flops;
   parallel::LayerMemoryCalibration memory;  ///< empty when not measured
   parallel::LayerTimeCalibration time;      ///< empty when not measured
 };
 
-/// What `j` holds for `preset` (fields absent when not calibrated). Throws tessera::Error
-/// naming `path` when an entry is malformed.
-ModelCalibration model_calibration(const nlohmann::json& j, const std::filesystem::path& path, const std::string& preset);
+/// What `j` holds for `preset` measured on exactly `options` (fields absent when not
+/// calibrated, or when the entry was measured with other options, e.g. `--filters`:
+/// other_options says so). Throws tessera::Error naming `path` when an entry is malformed.
+ModelCalibration model_calibration(const nlohmann::json& j, const std::filesystem::path& path, const std::string& preset,
+                                   const UNetOptions& options);
 
 }  // namespace tessera::cli

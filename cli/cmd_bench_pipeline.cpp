@@ -399,12 +399,13 @@ void run(const Flags& f) {
   }
   s.seq = unet_layer_sequence(s.options, s.side);
   const fs::path cal_path = calibration_path(f.calibration);
-  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model.preset);
+  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model.preset, s.options);
   s.calibration = cal.memory;
   s.times = cal.time;
   if (!f.calibration.empty() && s.calibration.empty())
-    throw Error(cal_path.string() + ": no memory calibration for model '" + f.model.preset +
-                "' (run tessera plan --calibrate --model " + f.model.preset + ")");
+    throw Error(!cal.other_options.empty() ? cal.other_options
+                                           : cal_path.string() + ": no memory calibration for model '" + f.model.preset +
+                                                 "' (run tessera plan --calibrate --model " + f.model.preset + ")");
   if (!s.calibration.empty()) s.calibration.extra_bytes(s.seq);  // a stale calibration fails here, naming it
   if (s.seq.size() < k) throw Error("mpirun -np: more ranks (" + std::to_string(k) + ") than layers");
 
@@ -419,10 +420,13 @@ void run(const Flags& f) {
                 f.model.preset.c_str(), (long long)s.side, (long long)out, s.seq.size(), f.batch, k, f.schedule.c_str(),
                 f.balance.c_str(), f.checkpoint.c_str(), threads, f.steps);
   if (root)
-    std::printf("memory model: %s\n", s.calibration.empty()
-                                           ? ("the stage model alone (no calibration for " + f.model.preset + " in " +
-                                              cal_path.string() + "; tessera plan --calibrate adds one)").c_str()
-                                           : ("the stage model + calibrated layer extras from " + cal_path.string()).c_str());
+    std::printf("memory model: %s\n",
+                !s.calibration.empty() ? ("the stage model + calibrated layer extras from " + cal_path.string()).c_str()
+                : !cal.other_options.empty()
+                    ? ("the stage model alone (" + cal.other_options + ")").c_str()
+                    : ("the stage model alone (no calibration for " + f.model.preset + " in " + cal_path.string() +
+                       "; tessera plan --calibrate adds one)")
+                          .c_str());
   nlohmann::json report{{"model", f.model.preset}, {"input_side", s.side}, {"batch", f.batch}, {"stages", k},
                         {"checkpoint", f.checkpoint},
                         {"schedule", f.schedule}, {"balance", f.balance}, {"threads", threads}};

@@ -25,6 +25,7 @@
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
+#include "tessera/core/model_json.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/memory_calibration.hpp"
@@ -137,6 +138,7 @@ void calibrate(const Flags& f) {
 
   entry["threads"] = f.threads;
   entry["dims"] = o.dims;
+  entry["model"] = o;
   entry["memory"] = {{"sides", {small.input_side, seq.input_side}},
                      {"threads", f.threads},
                      {"measured_extra_bytes", {extra_small, extra}},
@@ -176,9 +178,13 @@ void run_plan(const Flags& f) {
     time_source = "--throughput";
   }
   const fs::path path = calibration_path(f.calibration);
-  const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset);
+  const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset, o);
+  if (!cal.other_options.empty() && f.calibration.empty())
+    std::fprintf(stderr, "plan: not calibrated: %s\n", cal.other_options.c_str());
   if (!f.calibration.empty() && !cal.device_flops && cal.memory.empty() && cal.time.empty())
-    throw Error(path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
+    throw Error(!cal.other_options.empty()
+                    ? cal.other_options
+                    : path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
   if (cal.device_flops && !f.throughput_gflops) {
     po.with_device_flops(*cal.device_flops);
     time_source = "calibrated, " + path.string();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner's calibration through the CLI, and `tessera bench pipeline` under mpirun -np 2:
 #  - `plan --calibrate` stores a per-layer memory fit and layer times (one entry per layer);
-#  - `plan` reports that it uses it; a broken calibration file is a one-line error naming it;
+#  - `plan` reports that it uses it; a broken calibration file is a one-line error naming it,
+#    and a calibration measured on other model options is not used;
 #  - `bench pipeline --memory-cap` finds, for 1 rank / naive / memory-aware, a side whose
 #    measured peak is within the cap while the next side it measured is over it.
 # Usage: plan_cli.sh TESSERA MPIEXEC
@@ -35,6 +36,12 @@ assert "calibrated layer extras" in j["memory"]["source"], j["memory"]["source"]
 assert "measured layer times" in j["time"]["source"], j["time"]["source"]
 assert len(j["pipeline"]["balance"]) == j["pipeline"]["stages"]
 ' "$W/plan.json" || fail "plan does not use the calibration"
+
+# A calibration measured on other options (here the preset's 16 base filters) is not used for 8.
+if "$T" plan --model unet-tiny --filters 8 --image 3000x3000 --calibration "$cal" > "$W/other.log" 2>&1; then
+  fail "a calibration of other model options was used"
+fi
+grep -q "other options" "$W/other.log" || fail "the refusal does not say why: $(cat "$W/other.log")"
 
 echo '{"models": {"unet-tiny": {"memory": {"constant_bytes": [1, 2]' > "$W/broken.json"
 if "$T" plan --model unet-tiny --image 3000x3000 --calibration "$W/broken.json" > "$W/broken.log" 2>&1; then
