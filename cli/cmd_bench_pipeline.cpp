@@ -37,6 +37,7 @@
 
 #include "calibration.hpp"
 #include "commands.hpp"
+#include "bench_pipeline.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/process_memory.hpp"
@@ -47,43 +48,9 @@
 #include "tessera/parallel/process_grid.hpp"
 #include "tessera/parallel/runtime.hpp"
 
+
 namespace tessera::cli {
-namespace {
-
-namespace fs = std::filesystem;
-
-using parallel::PipelineScheduleKind;
-
-struct Flags {
-  ModelFlags model;
-  int64_t tile = 64;
-  int batch = 8, steps = 5, threads = 1;
-  std::vector<int> micro;  // default: 1, 2, 4, 8 up to --batch
-  std::string schedule = "1f1b", balance = "memory", checkpoint = "never";
-  bool no_memory = false, no_time = false;
-  std::string calibration;
-  std::optional<double> memory_cap_mib;
-  int64_t max_side = 4096;
-};
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct Setup {
-  UNetOptions options;
-  int64_t side = 0;
-  LayerSequence seq;
-  PipelineScheduleKind schedule;
-  parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
-  parallel::ActivationCheckpoint checkpoint = parallel::ActivationCheckpoint::kNever;
-  parallel::LayerTimeCalibration times;  // measured layer times for --balance time (empty: FLOP model)
-
-  parallel::PipelineOptions pipeline_options(std::vector<int> balance, int m) const {
-    return parallel::PipelineOptions(std::move(balance)).with_micro_batches(m).with_schedule(schedule).with_checkpoint(checkpoint);
-  }
-};
+namespace pipeline_bench {
 
 parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {
   auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule).with_checkpoint(s.checkpoint);
@@ -106,13 +73,76 @@ parallel::Partition partition_for(const Setup& s, const LayerSequence& seq, cons
   return parallel::balance(kind, seq, k, mo, seconds);
 }
 
+Batch make_batch(const UNetOptions& o, int batch, int64_t side) {
+  const int64_t out = *unet_output_size(o, side);
+  std::vector<int64_t> in_shape = {batch, o.in_channels}, out_shape = {batch};
+  for (int d = 0; d < o.dims; ++d) {
+    in_shape.push_back(side);
+    out_shape.push_back(out);
+  }
+  return {torch::randn(in_shape), torch::randint(0, o.classes, out_shape, torch::kInt64)};
+}
+
+
+namespace {
+
+// Bytes of the tensors a stage keeps between steps: parameters, their gradients, Adam's moments.
+int64_t training_state_bytes(parallel::PipelineTrainer& t, torch::optim::Adam& adam) {
+  int64_t bytes = 0;
+  for (const auto& p : t.stage()->parameters()) bytes += int64_t(p.nbytes()) + (p.grad().defined() ? int64_t(p.grad().nbytes()) : 0);
+  for (const auto& [key, state] : adam.state()) {
+    const auto& a = static_cast<const torch::optim::AdamParamState&>(*state);
+    bytes += int64_t(a.exp_avg().nbytes() + a.exp_avg_sq().nbytes());
+    if (a.max_exp_avg_sq().defined()) bytes += int64_t(a.max_exp_avg_sq().nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace
+
+// This rank's stage in training: built, one step and Adam update (gradients and moments
+// allocated, kernels set up), then the measured steady step.
+StagePeak measure_stage_peak(const UNetImpl& net, int64_t side, parallel::Communicator& pipeline,
+                             parallel::Communicator& data, const parallel::PipelineOptions& po, const Batch& b) {
+  StagePeak r;
+  const PeakMemoryMeter first;
+  parallel::PipelineTrainer t(net, side, pipeline, data, po);
+  torch::optim::Adam adam(t.stage()->parameters(), torch::optim::AdamOptions(1e-4));
+  t.train_step(b.input, b.target);
+  adam.step();
+  r.state = training_state_bytes(t, adam);
+  r.one_time = resident_bytes() - first.start_bytes() - r.state;
+  const PeakMemoryMeter steady;
+  t.train_step(b.input, b.target);
+  adam.step();
+  r.step = steady.peak_increase();
+  r.total = r.state + r.step;
+  return r;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
+
+}  // namespace pipeline_bench
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace pipeline_bench;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 std::vector<int> balance_for(const Setup& s, const std::string& strategy, int k, int m) {
   return partition_for(s, s.seq, strategy, k, m).sizes;
 }
-
-struct Batch {
-  torch::Tensor input, target;
-};
 
 struct TimeRow {
   int m = 0;
@@ -163,55 +193,6 @@ double max_over_mean(const std::vector<int64_t>& v) {
   return mean > 0 ? double(*std::max_element(v.begin(), v.end())) / mean : 0;
 }
 
-Batch make_batch(const UNetOptions& o, int batch, int64_t side) {
-  const int64_t out = *unet_output_size(o, side);
-  std::vector<int64_t> in_shape = {batch, o.in_channels}, out_shape = {batch};
-  for (int d = 0; d < o.dims; ++d) {
-    in_shape.push_back(side);
-    out_shape.push_back(out);
-  }
-  return {torch::randn(in_shape), torch::randint(0, o.classes, out_shape, torch::kInt64)};
-}
-
-// Bytes of the tensors a stage keeps between steps: parameters, their gradients, Adam's moments.
-int64_t training_state_bytes(parallel::PipelineTrainer& t, torch::optim::Adam& adam) {
-  int64_t bytes = 0;
-  for (const auto& p : t.stage()->parameters()) bytes += int64_t(p.nbytes()) + (p.grad().defined() ? int64_t(p.grad().nbytes()) : 0);
-  for (const auto& [key, state] : adam.state()) {
-    const auto& a = static_cast<const torch::optim::AdamParamState&>(*state);
-    bytes += int64_t(a.exp_avg().nbytes() + a.exp_avg_sq().nbytes());
-    if (a.max_exp_avg_sq().defined()) bytes += int64_t(a.max_exp_avg_sq().nbytes());
-  }
-  return bytes;
-}
-
-struct StagePeak {
-  int64_t total = 0;     // state + step: what the planner's stage_bytes predicts
-  int64_t state = 0;     // parameters, gradients, Adam's moments (from the tensors)
-  int64_t step = 0;      // peak resident increase during a steady step (second step, Adam update included)
-  int64_t one_time = 0;  // resident growth of the first step beyond the state (kernel caches, MPI buffers, heap)
-};
-
-// This rank's stage in training: built, one step and Adam update (gradients and moments
-// allocated, kernels set up), then the measured steady step.
-StagePeak measure_stage_peak(const UNetImpl& net, int64_t side, parallel::Communicator& pipeline,
-                             parallel::Communicator& data, const parallel::PipelineOptions& po, const Batch& b) {
-  StagePeak r;
-  const PeakMemoryMeter first;
-  parallel::PipelineTrainer t(net, side, pipeline, data, po);
-  torch::optim::Adam adam(t.stage()->parameters(), torch::optim::AdamOptions(1e-4));
-  t.train_step(b.input, b.target);
-  adam.step();
-  r.state = training_state_bytes(t, adam);
-  r.one_time = resident_bytes() - first.start_bytes() - r.state;
-  const PeakMemoryMeter steady;
-  t.train_step(b.input, b.target);
-  adam.step();
-  r.step = steady.peak_increase();
-  r.total = r.state + r.step;
-  return r;
-}
-
 // Every rank's measured figure, on every rank.
 std::vector<int64_t> gather_per_stage(parallel::Communicator& pipeline, int stage, int64_t mine) {
   torch::Tensor all = torch::zeros({pipeline.size()}, torch::kInt64);
@@ -246,133 +227,6 @@ MemoryRow memory_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid
   const StagePeak mine = measure_stage_peak(net, s.side, grid.pipeline(), grid.data(), po, b);
   row.measured = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.total);
   row.one_time = gather_per_stage(grid.pipeline(), grid.pipeline().rank(), mine.one_time);
-  return row;
-}
-
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
-double mib(int64_t bytes) { return double(bytes) / double(1 << 20); }
-
-// ---- --memory-cap: the largest trainable input side ----
-
-enum class CapConfig { kOneRank, kNaive, kMemory };
-
-struct CapProbe {
-  int64_t peak = 0;  // max over ranks, measured
-  std::vector<int> balance;
-};
-
-// Every rank calls. kOneRank: each rank trains the whole network alone (self communicator).
-CapProbe probe(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
-               const UNetImpl& net, int64_t side, CapConfig config) {
-  const LayerSequence seq = unet_layer_sequence(s.options, side);
-  const int k = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
-  CapProbe p;
-  p.balance = partition_for(s, seq, config == CapConfig::kMemory ? "memory" : "naive", k, f.batch).sizes;
-  const auto po = s.pipeline_options(p.balance, f.batch);
-  torch::manual_seed(1);
-  const Batch b = make_batch(s.options, f.batch, side);
-  grid.pipeline().barrier();
-  const StagePeak mine = config == CapConfig::kOneRank ? measure_stage_peak(net, side, self, self, po, b)
-                                                        : measure_stage_peak(net, side, grid.pipeline(), grid.data(), po, b);
-  torch::Tensor peak = torch::tensor({mine.total}, torch::kInt64);
-  grid.pipeline().allreduce(peak, parallel::ReduceOp::kMax);
-  p.peak = peak.item<int64_t>();
-  return p;
-}
-
-// The planner's largest stage for `config` at `side` (calibrated model when there is one).
-int64_t predicted_peak(const Flags& f, const Setup& s, int k, int64_t side, CapConfig config) {
-  const LayerSequence seq = unet_layer_sequence(s.options, side);
-  if (config == CapConfig::kOneRank) k = 1;
-  const auto mo = memory_options(s, seq, f.batch, true);
-  const auto p = partition_for(s, seq, config == CapConfig::kMemory ? "memory" : "naive", k, f.batch);
-  int64_t most = 0;
-  for (int st = 0; st < k; ++st) {
-    const int first = p.first(st);
-    most = std::max(most, parallel::stage_bytes(seq, first, first + p.sizes[size_t(st)] - 1, k - st, mo));
-  }
-  return most;
-}
-
-struct CapRow {
-  std::string name;
-  int ranks = 1;
-  int64_t side = 0, peak = 0;            // largest side within the cap (0: none) and its peak
-  int64_t over_side = 0, over_peak = 0;  // the smallest side measured over the cap (0: none up to --max-side)
-  int64_t predicted_side = 0;            // the planner's largest side within the cap
-  std::vector<int> balance;
-  int probes = 0;
-};
-
-CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
-                    const UNetImpl& net, CapConfig config, int64_t cap) {
-  // Valid sides: s.side + j · step (step: the model's alignment keeps the side valid).
-  const int64_t step = unet_alignment(s.options);
-  const int64_t j_max = (f.max_side - s.side) / step;
-  CapRow row;
-  row.ranks = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
-  row.name = config == CapConfig::kOneRank ? "1 rank" : (config == CapConfig::kNaive ? "naive" : "memory");
-  auto fits = [&](int64_t j) {
-    const int64_t side = s.side + j * step;
-    const CapProbe p = probe(f, s, grid, self, net, side, config);
-    ++row.probes;
-    if (grid.pipeline().rank() == 0)
-      std::fprintf(stderr, "  %s: side %lld peak %.1f MiB (%s)\n", row.name.c_str(), (long long)side, mib(p.peak),
-                   p.peak <= cap ? "fits" : "over");
-    if (p.peak <= cap) {
-      if (side > row.side) {
-        row.side = side;
-        row.peak = p.peak;
-        row.balance = p.balance;
-      }
-      return true;
-    }
-    if (row.over_side == 0 || side < row.over_side) {
-      row.over_side = side;
-      row.over_peak = p.peak;
-    }
-    return false;
-  };
-  for (int64_t j = 0; j <= j_max; ++j) {
-    const int64_t side = s.side + j * step;
-    if (predicted_peak(f, s, grid.shape().pipeline, side, config) > cap) break;
-    row.predicted_side = side;
-  }
-  // Measured search, starting at the prediction: step away from it by doubling strides until
-  // the answer is bracketed, then bisect. Invariant: fits(lo) (or lo = −1), !fits(hi) (or
-  // hi = j_max + 1, beyond the range).
-  const int64_t start = row.predicted_side ? (row.predicted_side - s.side) / step : 0;
-  int64_t lo = -1, hi = j_max + 1;
-  if (fits(start)) {
-    lo = start;
-    for (int64_t stride = 1; lo < j_max; stride *= 2) {
-      const int64_t j = std::min(j_max, lo + stride);
-      if (!fits(j)) {
-        hi = j;
-        break;
-      }
-      lo = j;
-    }
-  } else {
-    hi = start;
-    for (int64_t stride = 1; hi > 0; stride *= 2) {
-      const int64_t j = std::max<int64_t>(0, hi - stride);
-      if (fits(j)) {
-        lo = j;
-        break;
-      }
-      hi = j;
-    }
-  }
-  while (lo >= 0 && hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
   return row;
 }
 
@@ -518,6 +372,7 @@ void run(const Flags& f) {
   }
   if (root) std::cout << report.dump() << std::endl;
 }
+
 
 }  // namespace
 

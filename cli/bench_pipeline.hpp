@@ -1,0 +1,97 @@
+#pragma once
+// What `tessera bench pipeline` (cmd_bench_pipeline.cpp) shares with its --memory-cap search
+// (bench_pipeline_cap.cpp): the flags, the model set-up, the balances it compares and the
+// measurement of one stage's training memory. Internal to the CLI.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "model_options.hpp"
+#include "tessera/core/layer_sequence.hpp"
+#include "tessera/core/unet.hpp"
+#include "tessera/parallel/communicator.hpp"
+#include "tessera/parallel/pipeline.hpp"
+#include "tessera/parallel/planner.hpp"
+#include "tessera/parallel/process_grid.hpp"
+
+namespace tessera::cli::pipeline_bench {
+
+using parallel::PipelineScheduleKind;
+
+struct Flags {
+  ModelFlags model;
+  int64_t tile = 64;
+  int batch = 8, steps = 5, threads = 1;
+  std::vector<int> micro;  // default: 1, 2, 4, 8 up to --batch
+  std::string schedule = "1f1b", balance = "memory", checkpoint = "never";
+  bool no_memory = false, no_time = false;
+  std::string calibration;
+  std::optional<double> memory_cap_mib;
+  int64_t max_side = 4096;
+};
+
+struct Setup {
+  UNetOptions options;
+  int64_t side = 0;
+  LayerSequence seq;
+  PipelineScheduleKind schedule;
+  parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
+  parallel::ActivationCheckpoint checkpoint = parallel::ActivationCheckpoint::kNever;
+  parallel::LayerTimeCalibration times;  // measured layer times for --balance time (empty: FLOP model)
+
+  parallel::PipelineOptions pipeline_options(std::vector<int> balance, int m) const {
+    return parallel::PipelineOptions(std::move(balance)).with_micro_batches(m).with_schedule(schedule).with_checkpoint(checkpoint);
+  }
+};
+
+struct Batch {
+  torch::Tensor input, target;
+};
+
+/// The stage memory model for `seq` at M = `m` (with the calibrated extras when asked and present).
+parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated);
+
+/// The partition `strategy` (naive, memory, time) gives for K = `k` stages at M = `m`.
+parallel::Partition partition_for(const Setup& s, const LayerSequence& seq, const std::string& strategy, int k, int m);
+
+/// `batch` random tiles of input side `side` and their random labels.
+Batch make_batch(const UNetOptions& o, int batch, int64_t side);
+
+struct StagePeak {
+  int64_t total = 0;     // state + step: what the planner's stage_bytes predicts
+  int64_t state = 0;     // parameters, gradients, Adam's moments (from the tensors)
+  int64_t step = 0;      // peak resident increase during a steady step (second step, Adam update included)
+  int64_t one_time = 0;  // resident growth of the first step beyond the state (kernel caches, MPI buffers, heap)
+};
+
+// This rank's stage in training: built, one step and Adam update (gradients and moments
+// allocated, kernels set up), then the measured steady step.
+StagePeak measure_stage_peak(const UNetImpl& net, int64_t side, parallel::Communicator& pipeline,
+                             parallel::Communicator& data, const parallel::PipelineOptions& po, const Batch& b);
+
+std::string join(const std::vector<int>& v);
+double mib(int64_t bytes);
+
+// ---- --memory-cap (bench_pipeline_cap.cpp) ----
+
+enum class CapConfig { kOneRank, kNaive, kMemory };
+
+struct CapRow {
+  std::string name;
+  int ranks = 1;
+  int64_t side = 0, peak = 0;            // largest side within the cap (0: none) and its peak
+  int64_t over_side = 0, over_peak = 0;  // the smallest side measured over the cap (0: none up to --max-side)
+  int64_t predicted_side = 0;            // the planner's largest side within the cap
+  std::vector<int> balance;
+  int probes = 0;
+};
+
+/// The largest input side whose training step stays within `cap` bytes per rank for `config`
+/// (every rank calls; kOneRank trains the whole network on `self`).
+CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+                    const UNetImpl& net, CapConfig config, int64_t cap);
+
+}  // namespace tessera::cli::pipeline_bench
