@@ -51,8 +51,10 @@ grep -q "broken.json" "$W/broken.log" || fail "the error does not name the file:
 [ "$(grep -c . "$W/broken.log")" -eq 1 ] || fail "not a one-line error: $(cat "$W/broken.log")"
 
 "$MPIEXEC" --allow-run-as-root --oversubscribe -np 2 "$T" bench pipeline --model unet-tiny --tile 92 --batch 1 \
-  --no-time --memory-cap 24 --max-side 400 --calibration "$cal" > "$W/bench.log" 2>&1 ||
-  fail "bench pipeline: $(tail -3 "$W/bench.log")"
+  --no-time --memory-cap 24 --max-side 400 --calibration "$cal" > "$W/bench.log" 2> "$W/bench.err" ||
+  fail "bench pipeline: $(tail -3 "$W/bench.err")"
+# The report is stdout's last JSON line; the probe lines go to stderr (a separate file, so
+# the two streams cannot interleave inside a line).
 grep '^{' "$W/bench.log" | tail -1 | /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
