@@ -181,4 +181,11 @@ torch::Tensor dice_ce_loss(const torch::Tensor& logits, const torch::Tensor& tar
   return segmentation_loss(logits, target, LossOptions(o).with_kind(LossKind::kDiceCrossEntropy));
 }
 
+double weighted_label_count(const torch::Tensor& target, const LossOptions& o, int64_t classes) {
+  double w = 0;
+  for (int64_t c = 0; c < classes; ++c)
+    w += (o.class_weights.empty() ? 1.0 : o.class_weights[size_t(c)]) * double((target == c).sum().item<int64_t>());
+  return w;
+}
+
 }  // namespace tessera

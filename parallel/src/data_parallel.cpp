@@ -46,16 +46,9 @@ void DataParallelHooks::on_gradients(UNet& net) {
       bytes += params[i].numel() * int64_t(params[i].element_size());
       bucket.push_back(params[i++]);
     }
-    std::vector<torch::Tensor> flat;
-    for (auto& p : bucket) flat.push_back(p.grad().reshape({-1}));
-    torch::Tensor packed = torch::cat(flat);
-    data_.allreduce(packed, ReduceOp::kSum);
-    int64_t offset = 0;
-    for (auto& p : bucket) {
-      const int64_t n = p.numel();
-      p.mutable_grad().copy_(packed.narrow(0, offset, n).view_as(p));
-      offset += n;
-    }
+    std::vector<torch::Tensor> grads;
+    for (auto& p : bucket) grads.push_back(p.grad());
+    allreduce_sum_packed(data_, grads);
     ++buckets_;
     bytes_ += bytes;
   }

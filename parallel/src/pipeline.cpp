@@ -245,16 +245,7 @@ void PipelineTrainer::reduce_gradients() {
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
     grads.push_back(p.grad());
   }
-  if (data_.size() == 1 || grads.empty()) return;
-  std::vector<torch::Tensor> flat_parts;
-  for (const auto& g : grads) flat_parts.push_back(g.reshape({-1}));
-  torch::Tensor flat = torch::cat(flat_parts);
-  data_.allreduce(flat, ReduceOp::kSum);
-  int64_t at = 0;
-  for (auto& g : grads) {
-    g.copy_(flat.narrow(0, at, g.numel()).view_as(g));
-    at += g.numel();
-  }
+  allreduce_sum_packed(data_, grads);
 }
 
 double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tensor& target) {
@@ -292,12 +283,7 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
   if (last) {
     if (!target.defined() || target.dim() < 1 || target.size(0) != N)
       throw Error(where + "target: the last stage needs the mini-batch's " + std::to_string(N) + " label tiles");
-    const int64_t classes = seq_.options.classes;
-    const auto& cw = options_.loss.class_weights;
-    double w = 0;
-    for (int64_t c = 0; c < classes; ++c)
-      w += (cw.empty() ? 1.0 : cw[static_cast<size_t>(c)]) * double((target == c).sum().item<int64_t>());
-    w_total = torch::tensor({w}, torch::kFloat64);
+    w_total = torch::tensor({weighted_label_count(target, options_.loss, seq_.options.classes)}, torch::kFloat64);
     data_.allreduce(w_total, ReduceOp::kSum);
   }
 

@@ -36,11 +36,7 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
                                                                const torch::Tensor& target, const LossOptions& loss,
                                                                double scale) {
   // W of the global batch from the labels alone (every rank of the replica has them).
-  const int64_t classes = net->options().classes;
-  double w = 0;
-  for (int64_t c = 0; c < classes; ++c)
-    w += (loss.class_weights.empty() ? 1.0 : loss.class_weights[size_t(c)]) * double((target == c).sum().item<int64_t>());
-  torch::Tensor labelled = torch::tensor({w}, torch::kFloat64);
+  torch::Tensor labelled = torch::tensor({weighted_label_count(target, loss, net->options().classes)}, torch::kFloat64);
   data_.allreduce(labelled, ReduceOp::kSum);
   HookedStep out;
   out.labelled = labelled.item<double>();
@@ -87,15 +83,9 @@ void PipelineTrainHooks::on_gradients(UNet& net) {
   std::vector<torch::Tensor> grads;
   for (auto& p : net->parameters()) {
     if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad().reshape({-1}));
+    grads.push_back(p.grad());
   }
-  torch::Tensor flat = torch::cat(grads);
-  pipeline_.allreduce(flat, ReduceOp::kSum);
-  int64_t at = 0;
-  for (auto& p : net->parameters()) {
-    p.mutable_grad().copy_(flat.narrow(0, at, p.numel()).view_as(p));
-    at += p.numel();
-  }
+  allreduce_sum_packed(pipeline_, grads);
 }
 
 const PipelineStepStats* PipelineTrainHooks::last_step() const { return trainer_ ? &trainer_->last_step() : nullptr; }

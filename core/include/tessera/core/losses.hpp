@@ -90,6 +90,10 @@ int64_t loss_statistics_size(int64_t classes);
 /// logits (N, C, spatial...) and target (N, spatial...) do not match.
 torch::Tensor loss_statistics(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o);
 
+/// Entry 0 of loss_statistics from the labels alone: the class-weighted number of pixels
+/// labelled 0 … classes − 1 in `target` (the ignore label and other values count 0).
+double weighted_label_count(const torch::Tensor& target, const LossOptions& o, int64_t classes);
+
 /// The loss from (possibly summed) statistics: a 0-dim tensor, differentiable through `stats`.
 torch::Tensor loss_from_statistics(const torch::Tensor& stats, const LossOptions& o, int64_t classes);
 

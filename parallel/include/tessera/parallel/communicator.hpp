@@ -13,6 +13,7 @@
 // Not thread safe: one thread per communicator.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -59,6 +60,10 @@ class Communicator {
   /// Collective: a new SharedCounter over this group (free it collectively, on every rank).
   virtual std::unique_ptr<SharedCounter> make_counter() = 0;
 };
+
+/// Element-wise sum over `group` of several tensors of one dtype at once: packed into one
+/// flat buffer, one allreduce, unpacked in place (fewer, larger messages than one each).
+void allreduce_sum_packed(Communicator& group, const std::vector<torch::Tensor>& tensors);
 
 /// A group of one rank: every collective is the identity (point to point throws).
 std::unique_ptr<Communicator> make_self_communicator();
