@@ -20,10 +20,13 @@
 #include "tessera/core/progress.hpp"
 #include "tessera/core/tensor_io.hpp"
 #include "tessera/core/threads.hpp"
+#include "tessera/core/tile_choice.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/probability_raster.hpp"
 #include "tessera/io/vector_export.hpp"
+#include "tessera/core/process_memory.hpp"
 #include "tessera/parallel/device_monitor.hpp"
+#include "tessera/parallel/planner.hpp"
 #include "tessera/parallel/runtime.hpp"
 #include "tessera/parallel/sample_parallel.hpp"
 
@@ -38,7 +41,7 @@ struct Flags {
   bool vector_background = false;
   ModelFlags model;
   uint64_t seed = 0;
-  int64_t tile = 512;
+  std::string tile = "auto", memory_budget;
   int batch = 1;
   std::optional<int> threads;
   bool no_progress = false;
@@ -101,6 +104,42 @@ void vectorize(const Flags& f, const std::string& labels, io::VectorizeOptions o
   std::printf(", %.2f s\n", r.seconds);
 }
 
+// --tile and --memory-budget as options, checked before any inference. The default budget
+// is a share of the memory this node has free, split among its ranks.
+TileChoiceOptions tile_choice_options(const Flags& f, parallel::Communicator& world) {
+  TileChoiceOptions o;
+  o.tile = parse_tile_option(f.tile);
+  if (!f.memory_budget.empty()) {
+    if (o.tile > 0) throw Error("--memory-budget " + f.memory_budget + ": only used with --tile auto");
+    o.memory_budget = parse_memory_size(f.memory_budget);
+  } else if (o.tile == 0) {
+    o.memory_budget = default_memory_budget(parallel::launch_info().local_size);
+  }
+  if (!f.run_dir.empty()) o.min_tiles = world.size();  // work for every rank
+  o.validate();
+  return o;
+}
+
+// The tile for one image: predicted from the image and the model (the planner's inference
+// memory model on top of what this process holds already), the same on every rank: the
+// smallest any rank chose, as each rank's budget is its own node's.
+TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, const Index& extent, int batch,
+                        parallel::Communicator& world) {
+  const int64_t baseline = resident_bytes();
+  TileChoice c = choose_tile(o, extent, unet_alignment(model), [&](const Index& steps) {
+    return baseline + parallel::inference_bytes(model, steps, batch);
+  });
+  if (world.size() > 1) {
+    const int64_t least = world.allgather(torch::tensor({c.tile})).min().item<int64_t>();
+    if (least != c.tile) {
+      c.tile = least;
+      c.steps = clamped_steps(extent, least, unet_alignment(model));
+      c.reason += "; smaller on another rank";
+    }
+  }
+  return c;
+}
+
 Block<float> to_block_f32(const torch::Tensor& t) {
   const torch::Tensor c = t.to(torch::kFloat).contiguous();
   Block<float> b(Index(c.sizes().begin(), c.sizes().end()));
@@ -121,6 +160,7 @@ void run(const Flags& f) {
     throw Error("infer: --run-dir RUN is required with " + std::to_string(world.size()) +
                 " ranks (finished tiles are kept in RUN/tiles/)");
   const int threads = configure_threads(f.threads.value_or(0));
+  const TileChoiceOptions tile_options = tile_choice_options(f, world);
   const auto jobs = plan_outputs(f);
 
   const bool batch_of_scenes = jobs.size() != 1 || jobs.front().second != f.output;
@@ -152,7 +192,8 @@ void run(const Flags& f) {
       net = UNet(o);
       norm = io::default_normalization(*image);
     }
-    const auto options = InferenceOptions().with_tile(f.tile).with_batch(f.batch).with_progress(!f.no_progress);
+    const TileChoice tile = resolve_tile(tile_options, net->options(), image->info().extent, f.batch, world);
+    const auto options = InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(!f.no_progress);
     if (!f.run_dir.empty()) {
       parallel::SampleParallelOptions sp;
       sp.run_dir = f.run_dir;
@@ -170,9 +211,10 @@ void run(const Flags& f) {
       if (root) {
         std::string spread;
         for (int k = 0; k < world.size(); ++k) spread += (k ? " " : "") + std::to_string(per_rank[k].item<int64_t>());
-        std::printf("%s -> %s: %lld tiles (%lld kept from an earlier run; per rank: %s), %.2f s, %d ranks x %d threads\n",
+        std::printf("%s -> %s: %lld tiles (%lld kept from an earlier run; per rank: %s), %s, %.2f s, %d ranks x %d "
+                    "threads\n",
                     input.c_str(), output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped, spread.c_str(),
-                    r.seconds, world.size(), threads);
+                    tile.summary().c_str(), r.seconds, world.size(), threads);
         if (!f.overlay.empty()) {
           write_overlay_png(input, output, f.overlay);
           std::printf("overlay: %s\n", f.overlay.c_str());
@@ -205,9 +247,10 @@ void run(const Flags& f) {
       probs.commit();
     }
     sink->commit();
-    std::printf("%s -> %s: %lld tiles, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx, %d threads\n",
-                input.c_str(), output.c_str(), (long long)r.tiles, r.seconds, r.pixels / 1e6 / r.seconds,
-                r.useful_gflops / r.seconds, r.overhead, threads);
+    std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx, %d "
+                "threads\n",
+                input.c_str(), output.c_str(), (long long)r.tiles, tile.summary().c_str(), r.seconds,
+                r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead, threads);
     if (!f.overlay.empty()) {
       write_overlay_png(input, output, f.overlay);
       std::printf("overlay: %s\n", f.overlay.c_str());
@@ -228,8 +271,15 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--seed", f.seed, "Seed for --init random");
   cmd->add_option("--input", f.input, "GeoTIFF / NIfTI / NRRD / MHA / DICOM folder, or a folder of images")->required();
   cmd->add_option("--output", f.output, "Label GeoTIFF (.tif) or label volume (.nii.gz ...), or a folder")->required();
-  cmd->add_option("--tile", f.tile, "Inset side S kept per tile (multiple of 2^(L-1)); never changes the answer")
+  cmd->add_option("--tile", f.tile,
+                  "Inset side S kept per tile (multiple of 2^(L-1)), or 'auto': the largest S whose predicted "
+                  "memory (the planner's inference model) fits --memory-budget. Never larger than the image "
+                  "(clamped per axis to it, rounded up to 2^(L-1)); never changes the answer")
       ->capture_default_str();
+  cmd->add_option("--memory-budget", f.memory_budget,
+                  "With --tile auto: peak memory the process may use, e.g. 2GiB, 512MiB or a number of MiB "
+                  "(default: half the free RAM, MemAvailable, split among the ranks of a node; inference runs "
+                  "on the CPU)");
   cmd->add_option("--batch", f.batch, "Tiles per forward pass")->capture_default_str();
   cmd->add_option("--run-dir", f.run_dir,
                   "Keep finished tiles in RUN/tiles/ (resumable) and spread them over MPI ranks");

@@ -14,6 +14,8 @@
 //           loss: {kind: dice_ce, include_background: true, class_weights: [...], focal_gamma: 2}}
 //   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false,     # optional
 //              micro_batches: 0, schedule: 1f1b, activation_checkpoint: never}        # with pp > 1
+// A key this file does not read is an error naming the file, line and closest known key
+// (config_file.hpp); so is a value of the wrong type.
 //
 // Under an MPI launcher (`mpirun -np P tessera train …`) the ranks form a ProcessGrid
 // (default: all ranks on the data axis) and train data-parallel: `batch` is per replica,
@@ -26,9 +28,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
+#include "config_file.hpp"
 #include "regions.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/process_memory.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/io/open_image.hpp"
@@ -58,89 +62,151 @@ struct Flags {
   bool no_progress = false;
 };
 
-template <class T>
-void read_opt(const YAML::Node& n, const char* key, T& out, const std::string& where) {
-  if (!n[key]) return;
-  try {
-    out = n[key].as<T>();
-  } catch (const YAML::Exception& e) {
-    throw Error(where + ": field '" + key + "' has the wrong type (" + e.msg + ")");
-  }
-}
+// A pair as the config names it; opened (and polygons burnt) after the whole file is read.
+struct PairConfig {
+  std::string image, labels;
+  io::RasterizeOptions rasterize;
+  std::string where, prefix;  // "FILE:LINE" and "data.pairs[i].", for messages
+};
 
-UNetOptions model_from_yaml(const YAML::Node& m, const std::string& where) {
-  std::string preset = "unet-tiny";
-  read_opt(m, "preset", preset, where);
-  UNetOptions o = unet_preset(preset);
-  read_opt(m, "dims", o.dims, where);
-  read_opt(m, "in_channels", o.in_channels, where);
-  read_opt(m, "classes", o.classes, where);
-  read_opt(m, "levels", o.levels, where);
-  read_opt(m, "convs_per_level", o.convs_per_level, where);
-  read_opt(m, "base_filters", o.base_filters, where);
-  read_opt(m, "kernel", o.kernel, where);
-  std::string s;
-  if (m["padding"]) { read_opt(m, "padding", s, where); o.padding = parse_padding(s); }
-  if (m["norm"]) { read_opt(m, "norm", s, where); o.norm = parse_norm(s); }
-  if (m["decoder"]) { read_opt(m, "decoder", s, where); o.decoder = parse_decoder(s); }
+// Everything a config file says. Reading it in one pass is also what makes each key known
+// to ConfigFile::reject_unknown_keys (config_file.hpp): read every key unconditionally.
+struct RunConfig {
+  UNetOptions model;
+  bool in_channels_given = false;
+  TrainOptions train;
+  bool validate = true;
+  Holdout holdout;
+  std::vector<std::string> class_names;
+  std::vector<PairConfig> pairs;
+  std::string pairs_where;  // "FILE:LINE" of data.pairs (or of the file)
+  parallel::GridShape shape;
+  double fusion_mib = 25;
+  int micro_batches = 0;
+  std::string schedule = "1f1b", checkpoint = "never";
+};
+
+// model: section → UNetOptions: a preset, then any field overridden.
+UNetOptions read_model(const ConfigSection& m, bool& in_channels_given) {
+  UNetOptions o = unet_preset("unet-tiny");
+  m.read_as("preset", o, [](const std::string& name) { return unet_preset(name); });
+  m.read("dims", o.dims);
+  in_channels_given = m.read("in_channels", o.in_channels);
+  m.read("classes", o.classes);
+  m.read("levels", o.levels);
+  m.read("convs_per_level", o.convs_per_level);
+  m.read("base_filters", o.base_filters);
+  m.read("kernel", o.kernel);
+  m.read_as("padding", o.padding, parse_padding);
+  m.read_as("norm", o.norm, parse_norm);
+  m.read_as("decoder", o.decoder, parse_decoder);
   return o;
 }
 
+void read_loss(const ConfigSection& l, LossOptions& lo) {
+  l.read_as("kind", lo.kind, parse_loss_kind);
+  l.read("dice_weight", lo.dice_weight);
+  l.read("ce_weight", lo.ce_weight);
+  l.read("focal_weight", lo.focal_weight);
+  l.read("focal_gamma", lo.focal_gamma);
+  l.read("smooth", lo.smooth);
+  l.read("include_background", lo.include_background);
+  l.read("class_weights", lo.class_weights);
+}
+
 // train: section → TrainOptions (optimiser, schedule, loss, curriculum, checkpoints).
-void read_train_options(const YAML::Node& tn, TrainOptions& t, const std::string& where) {
-  read_opt(tn, "tile", t.tile, where);
-  read_opt(tn, "batch", t.batch, where);
-  read_opt(tn, "accumulate", t.accumulate, where);
-  read_opt(tn, "steps", t.steps, where);
-  read_opt(tn, "steps_per_epoch", t.steps_per_epoch, where);
-  read_opt(tn, "seed", t.seed, where);
-  read_opt(tn, "augment", t.augment, where);
-  read_opt(tn, "sync_batch_norm", t.sync_batch_norm, where);
-  read_opt(tn, "foreground_fraction", t.foreground_fraction, where);
-  read_opt(tn, "checkpoint_every", t.checkpoint_every, where);
-  read_opt(tn, "keep_last", t.keep_last, where);
-  read_opt(tn, "early_stopping", t.early_stopping, where);
-  read_opt(tn, "prefetch", t.prefetch, where);
-  read_opt(tn, "channels_last", t.channels_last, where);
-  read_opt(tn, "augment_rotate90", t.augmentation.rotate90, where);
-  read_opt(tn, "augment_intensity_scale", t.augmentation.intensity_scale, where);
-  read_opt(tn, "augment_intensity_shift", t.augmentation.intensity_shift, where);
-  read_opt(tn, "augment_gaussian_noise", t.augmentation.gaussian_noise, where);
-  read_opt(tn, "augment_uniform_noise", t.augmentation.uniform_noise, where);
-  read_opt(tn, "grad_clip", t.grad_clip, where);
-  read_opt(tn, "scale_learning_rate", t.scale_learning_rate, where);
+void read_train_options(const ConfigSection& tn, TrainOptions& t) {
+  tn.read("tile", t.tile);
+  tn.read("batch", t.batch);
+  tn.read("accumulate", t.accumulate);
+  tn.read("steps", t.steps);
+  tn.read("steps_per_epoch", t.steps_per_epoch);
+  tn.read("seed", t.seed);
+  tn.read("augment", t.augment);
+  tn.read("sync_batch_norm", t.sync_batch_norm);
+  tn.read("foreground_fraction", t.foreground_fraction);
+  tn.read("checkpoint_every", t.checkpoint_every);
+  tn.read("keep_last", t.keep_last);
+  tn.read("early_stopping", t.early_stopping);
+  tn.read("prefetch", t.prefetch);
+  tn.read("channels_last", t.channels_last);
+  tn.read("augment_rotate90", t.augmentation.rotate90);
+  tn.read("augment_intensity_scale", t.augmentation.intensity_scale);
+  tn.read("augment_intensity_shift", t.augmentation.intensity_shift);
+  tn.read("augment_gaussian_noise", t.augmentation.gaussian_noise);
+  tn.read("augment_uniform_noise", t.augmentation.uniform_noise);
+  tn.read("grad_clip", t.grad_clip);
+  tn.read("scale_learning_rate", t.scale_learning_rate);
   OptimizerOptions& o = t.optimizer;
-  read_opt(tn, "learning_rate", o.learning_rate, where);
-  read_opt(tn, "warmup_steps", o.warmup_steps, where);
-  read_opt(tn, "momentum", o.momentum, where);
-  read_opt(tn, "weight_decay", o.weight_decay, where);
-  read_opt(tn, "step_size", o.step_size, where);
-  read_opt(tn, "gamma", o.gamma, where);
-  read_opt(tn, "power", o.power, where);
-  read_opt(tn, "min_lr_fraction", o.min_lr_fraction, where);
-  std::string name;
-  if (tn["optimizer"]) { read_opt(tn, "optimizer", name, where); o.kind = parse_optimizer_kind(name); }
-  if (tn["schedule"]) { read_opt(tn, "schedule", name, where); o.schedule = parse_schedule_kind(name); }
-  if (const YAML::Node c = tn["curriculum"]) {
-    if (!c.IsSequence()) throw Error(where + ": train.curriculum must be a list of {epoch, tile}");
-    for (const auto& stage : c) {
-      CurriculumStage cs;
-      read_opt(stage, "epoch", cs.from_epoch, where);
-      read_opt(stage, "tile", cs.tile, where);
-      t.curriculum.push_back(cs);
-    }
+  tn.read("learning_rate", o.learning_rate);
+  tn.read("warmup_steps", o.warmup_steps);
+  tn.read("momentum", o.momentum);
+  tn.read("weight_decay", o.weight_decay);
+  tn.read("step_size", o.step_size);
+  tn.read("gamma", o.gamma);
+  tn.read("power", o.power);
+  tn.read("min_lr_fraction", o.min_lr_fraction);
+  tn.read_as("optimizer", o.kind, parse_optimizer_kind);
+  tn.read_as("schedule", o.schedule, parse_schedule_kind);
+  for (const ConfigSection& stage : tn.list("curriculum")) {
+    CurriculumStage cs;
+    stage.read("epoch", cs.from_epoch);
+    stage.read("tile", cs.tile);
+    t.curriculum.push_back(cs);
   }
-  if (const YAML::Node l = tn["loss"]) {
-    LossOptions& lo = t.loss;
-    if (l["kind"]) { read_opt(l, "kind", name, where); lo.kind = parse_loss_kind(name); }
-    read_opt(l, "dice_weight", lo.dice_weight, where);
-    read_opt(l, "ce_weight", lo.ce_weight, where);
-    read_opt(l, "focal_weight", lo.focal_weight, where);
-    read_opt(l, "focal_gamma", lo.focal_gamma, where);
-    read_opt(l, "smooth", lo.smooth, where);
-    read_opt(l, "include_background", lo.include_background, where);
-    read_opt(l, "class_weights", lo.class_weights, where);
+  read_loss(tn.section("loss"), t.loss);
+}
+
+void read_parallel(const ConfigSection& pn, RunConfig& c) {
+  pn.read("activation_checkpoint", c.checkpoint);
+  pn.read("micro_batches", c.micro_batches);
+  pn.read("schedule", c.schedule);
+  pn.read("dp", c.shape.data);
+  pn.read("pp", c.shape.pipeline);
+  pn.read("sp", c.shape.spatial);
+  pn.read("fusion_mib", c.fusion_mib);
+  pn.read("scale_learning_rate", c.train.scale_learning_rate);
+}
+
+void read_data(const ConfigSection& dn, RunConfig& c) {
+  const ConfigSection holdout = dn.section("holdout");
+  holdout.read("axis", c.holdout.axis);
+  holdout.read("fraction", c.holdout.fraction);
+  dn.read("class_names", c.class_names);
+  c.pairs_where = dn.where("pairs");
+  for (const ConfigSection& p : dn.list("pairs")) {
+    PairConfig pair;
+    pair.where = p.where();
+    pair.prefix = p.dotted("");
+    p.read("image", pair.image);
+    p.read("labels", pair.labels);
+    p.read("label_attribute", pair.rasterize.attribute);  // polygon labels only
+    p.read("label_layer", pair.rasterize.layer);
+    c.pairs.push_back(std::move(pair));
   }
+}
+
+// What the file must have, checked once every key is known to be spelt right.
+void require_pairs(const RunConfig& c) {
+  if (c.pairs.empty()) throw Error(c.pairs_where + ": data.pairs must list at least one {image, labels} pair");
+  for (const PairConfig& p : c.pairs)
+    if (p.image.empty() || p.labels.empty())
+      throw Error(p.where + ": " + p.prefix + (p.image.empty() ? "image" : "labels") + ": required (every pair names an image and its labels)");
+}
+
+RunConfig read_config(const ConfigFile& file) {
+  const ConfigSection root = file.root();
+  RunConfig c;
+  c.model = read_model(root.section("model"), c.in_channels_given);
+  root.read("run_dir", c.train.run_dir);
+  const ConfigSection tn = root.section("train");
+  read_train_options(tn, c.train);
+  tn.read("validate", c.validate);
+  read_parallel(root.section("parallel"), c);
+  read_data(root.section("data"), c);
+  file.reject_unknown_keys();  // first: a misspelt key is reported as such, not as a missing one
+  require_pairs(c);
+  return c;
 }
 
 // Relative paths in a config are relative to the config file.
@@ -161,41 +227,50 @@ void print_telemetry_summary(parallel::Communicator& world, const parallel::Devi
                  all[r][0].item<double>() / (1 << 20), all[r][1].item<double>());
 }
 
-void run(const Flags& f) {
-  if (!std::filesystem::is_regular_file(f.config)) throw Error(f.config + ": no such config file");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(f.config);
-  } catch (const YAML::Exception& e) {
-    throw Error(f.config + ": not valid YAML (line " + std::to_string(e.mark.line + 1) + ": " + e.msg + ")");
+struct Dataset {
+  std::vector<std::unique_ptr<ImageSource>> images, labels;
+  std::vector<TrainingPair> pairs, validation;
+};
+
+// Opens every pair (burning polygon labels onto the image grid) and cuts off the holdout.
+Dataset open_pairs(const RunConfig& c, const std::string& config) {
+  Dataset d;
+  for (const PairConfig& p : c.pairs) {
+    d.images.push_back(io::open_image(resolve_path(config, p.image)));
+    std::string label_path = resolve_path(config, p.labels);
+    if (io::is_vector_path(label_path)) {
+      // Polygons: burnt onto the image's grid once, kept in the run directory.
+      const io::RasterizeOptions& ro = p.rasterize;
+      const std::filesystem::path burnt = std::filesystem::path(c.train.run_dir) / "labels" /
+                                          (std::filesystem::path(label_path).stem().string() + "-" + ro.attribute + ".tif");
+      std::filesystem::create_directories(burnt.parent_path());
+      io::rasterize_polygons(label_path, d.images.back()->info().path, burnt.string(), ro);
+      label_path = burnt.string();
+    }
+    d.labels.push_back(io::open_image(label_path));
+    c.holdout.validate(static_cast<int>(d.images.back()->info().extent.size()));
+    if (d.images.back()->info().extent != d.labels.back()->info().extent)
+      throw Error(d.labels.back()->info().path + ": label size " + to_string(d.labels.back()->info().extent) +
+                  " differs from image size " + to_string(d.images.back()->info().extent) + " of " +
+                  d.images.back()->info().path);
+    const Index& extent = d.images.back()->info().extent;
+    d.pairs.push_back({d.images.back().get(), d.labels.back().get(), training_region(extent, c.holdout)});
+    if (c.validate && c.holdout.fraction > 0)
+      d.validation.push_back({d.images.back().get(), d.labels.back().get(), holdout_region(extent, c.holdout)});
   }
-  UNetOptions model = model_from_yaml(root["model"], f.config);
-  TrainOptions t;
-  read_opt(root, "run_dir", t.run_dir, f.config);
-  t.run_dir = resolve_path(f.config, t.run_dir);
-  const YAML::Node tn = root["train"];
-  read_train_options(tn, t, f.config);
-  parallel::GridShape shape;
-  double fusion_mib = 25;
-  int micro_batches = 0;
-  std::string schedule = "1f1b", checkpoint = "never";
-  if (const YAML::Node pn = root["parallel"]) {
-    read_opt(pn, "activation_checkpoint", checkpoint, f.config);
-    read_opt(pn, "micro_batches", micro_batches, f.config);
-    read_opt(pn, "schedule", schedule, f.config);
-    read_opt(pn, "dp", shape.data, f.config);
-    read_opt(pn, "pp", shape.pipeline, f.config);
-    read_opt(pn, "sp", shape.spatial, f.config);
-    read_opt(pn, "fusion_mib", fusion_mib, f.config);
-    read_opt(pn, "scale_learning_rate", t.scale_learning_rate, f.config);
-  }
-  if (f.dp) shape.data = *f.dp;
-  if (f.pp) shape.pipeline = *f.pp;
-  if (f.sp) shape.spatial = *f.sp;
-  if (f.fusion_mib) fusion_mib = *f.fusion_mib;
-  if (f.micro_batches) micro_batches = *f.micro_batches;
-  if (f.schedule) schedule = *f.schedule;
-  if (f.checkpoint) checkpoint = *f.checkpoint;
+  return d;
+}
+
+// Flags override the file.
+void apply_flags(const Flags& f, RunConfig& c) {
+  TrainOptions& t = c.train;
+  if (f.dp) c.shape.data = *f.dp;
+  if (f.pp) c.shape.pipeline = *f.pp;
+  if (f.sp) c.shape.spatial = *f.sp;
+  if (f.fusion_mib) c.fusion_mib = *f.fusion_mib;
+  if (f.micro_batches) c.micro_batches = *f.micro_batches;
+  if (f.schedule) c.schedule = *f.schedule;
+  if (f.checkpoint) c.checkpoint = *f.checkpoint;
   if (f.scale_lr) t.scale_learning_rate = true;
   if (f.warmup) t.optimizer.warmup_steps = *f.warmup;
   if (!f.run_dir.empty()) t.run_dir = f.run_dir;
@@ -205,53 +280,53 @@ void run(const Flags& f) {
   if (f.lr) t.optimizer.learning_rate = *f.lr;
   if (f.seed) t.seed = *f.seed;
   t.progress = !f.no_progress;
+}
 
-  const YAML::Node dn = root["data"];
-  if (!dn || !dn["pairs"] || !dn["pairs"].IsSequence() || dn["pairs"].size() == 0)
-    throw Error(f.config + ": data.pairs must list at least one {image, labels} pair");
-  Holdout holdout;
-  if (dn["holdout"]) {
-    read_opt(dn["holdout"], "axis", holdout.axis, f.config);
-    read_opt(dn["holdout"], "fraction", holdout.fraction, f.config);
-  }
-  CheckpointMeta meta;
-  read_opt(dn, "class_names", meta.class_names, f.config);
-
-  std::vector<std::unique_ptr<ImageSource>> images, labels;
-  std::vector<TrainingPair> pairs, validation;
-  bool validate = true;
-  read_opt(tn, "validate", validate, f.config);
-  for (const auto& p : dn["pairs"]) {
-    if (!p["image"] || !p["labels"]) throw Error(f.config + ": every data.pairs entry needs image and labels");
-    images.push_back(io::open_image(resolve_path(f.config, p["image"].as<std::string>())));
-    std::string label_path = resolve_path(f.config, p["labels"].as<std::string>());
-    if (io::is_vector_path(label_path)) {
-      // Polygons: burnt onto the image's grid once, kept in the run directory.
-      io::RasterizeOptions ro;
-      read_opt(p, "label_attribute", ro.attribute, f.config);
-      read_opt(p, "label_layer", ro.layer, f.config);
-      const std::filesystem::path burnt = std::filesystem::path(t.run_dir) / "labels" /
-                                          (std::filesystem::path(label_path).stem().string() + "-" + ro.attribute + ".tif");
-      std::filesystem::create_directories(burnt.parent_path());
-      io::rasterize_polygons(label_path, images.back()->info().path, burnt.string(), ro);
-      label_path = burnt.string();
+// `--resume auto`: RUN/checkpoints/last.pt; when that is damaged, the newest intact
+// step-NNNNNN.pt (train.keep_last > 1), said on stderr. Refused when there is none.
+std::string auto_resume_checkpoint(const std::string& run_dir, bool say) {
+  const RunLayout run(run_dir);
+  const std::string last = run.last_checkpoint();
+  try {
+    verify_checkpoint(last);
+    return last;
+  } catch (const Error& damaged) {
+    const std::vector<std::string> kept = run.step_checkpoints();
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      try {
+        verify_checkpoint(*it);
+      } catch (const Error&) {
+        continue;
+      }
+      if (say) std::fprintf(stderr, "tessera: warning: %s; resuming from %s instead\n", damaged.what(), it->c_str());
+      return *it;
     }
-    labels.push_back(io::open_image(label_path));
-    holdout.validate(static_cast<int>(images.back()->info().extent.size()));
-    if (images.back()->info().extent != labels.back()->info().extent)
-      throw Error(labels.back()->info().path + ": label size " + to_string(labels.back()->info().extent) +
-                  " differs from image size " + to_string(images.back()->info().extent) + " of " +
-                  images.back()->info().path);
-    pairs.push_back({images.back().get(), labels.back().get(),
-                     training_region(images.back()->info().extent, holdout)});
-    if (validate && holdout.fraction > 0)
-      validation.push_back({images.back().get(), labels.back().get(),
-                            holdout_region(images.back()->info().extent, holdout)});
+    throw Error(std::string(damaged.what()) + (kept.empty() ? "; no step checkpoint to fall back to (train.keep_last > 1 keeps some)"
+                                                            : "; no intact step checkpoint to fall back to either"));
   }
-  if (!root["model"]["in_channels"]) model.in_channels = images.front()->info().channels;
+}
+
+void run(const Flags& f) {
+  const ConfigFile file = ConfigFile::load(f.config);
+  RunConfig c = read_config(file);
+  c.train.run_dir = resolve_path(f.config, c.train.run_dir);
+  apply_flags(f, c);
+  UNetOptions& model = c.model;
+  TrainOptions& t = c.train;
+  const parallel::GridShape& shape = c.shape;
+  const double fusion_mib = c.fusion_mib;
+  const int micro_batches = c.micro_batches;
+  const std::string& schedule = c.schedule;
+  const std::string& checkpoint = c.checkpoint;
+  CheckpointMeta meta;
+  meta.class_names = c.class_names;
+
+  Dataset data = open_pairs(c, f.config);
+  const auto& images = data.images;
+  if (!c.in_channels_given) model.in_channels = images.front()->info().channels;
   model.dims = static_cast<int>(images.front()->info().extent.size());
   if (meta.class_names.empty())
-    for (int c = 0; c < model.classes; ++c) meta.class_names.push_back("class " + std::to_string(c));
+    for (int k = 0; k < model.classes; ++k) meta.class_names.push_back("class " + std::to_string(k));
   if (static_cast<int>(meta.class_names.size()) != model.classes)
     throw Error(f.config + ": data.class_names has " + std::to_string(meta.class_names.size()) +
                 " names but model.classes is " + std::to_string(model.classes));
@@ -305,7 +380,7 @@ void run(const Flags& f) {
   const bool root_rank = grid.is_root();
 
   if (!f.resume.empty()) {
-    t.resume = f.resume == "auto" ? (std::filesystem::path(t.run_dir) / "checkpoints" / "last.pt").string() : f.resume;
+    t.resume = f.resume == "auto" ? auto_resume_checkpoint(t.run_dir, root_rank) : f.resume;
     if (root_rank) std::fprintf(stderr, "train: resuming from %s\n", t.resume.c_str());
   }
   const int threads = configure_threads(f.threads.value_or(0));
@@ -314,7 +389,7 @@ void run(const Flags& f) {
   if (root_rank) {
     std::filesystem::create_directories(t.run_dir);
     std::ofstream resolved(std::filesystem::path(t.run_dir) / "config.yaml");
-    YAML::Node out = root;
+    YAML::Node out = YAML::Clone(file.document());
     out["run_dir"] = t.run_dir;
     out["train"]["tile"] = t.tile;
     out["train"]["batch"] = t.batch;
@@ -357,7 +432,7 @@ void run(const Flags& f) {
                                   st.bytes_received, peak_resident_bytes()});
     }
   });
-  const TrainReport r = train(net, pairs, t, meta, hooks.get(), validation);
+  const TrainReport r = train(net, data.pairs, t, meta, hooks.get(), data.validation);
   monitor.set_phase("done");
   monitor.sample_now();
   print_telemetry_summary(world, monitor);

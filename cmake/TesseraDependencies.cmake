@@ -8,6 +8,11 @@ if(NOT GDAL_FOUND)
 endif()
 find_package(ITK REQUIRED COMPONENTS
   ITKCommon ITKIOImageBase ITKIOGDCM ITKIONIFTI ITKIONRRD ITKIOMeta ITKImageIntensity ITKDistanceMap)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # A GCC-configured ITK (Debian's) refuses clang in its compiler detection header; the
+  # shim reads that header as GCC would. No effect on sources that do not see ITK.
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include ${CMAKE_CURRENT_LIST_DIR}/itk_clang_compat.h>")
+endif()
 find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(yaml-cpp REQUIRED)

@@ -13,7 +13,8 @@ packages=(
   libopencv-dev
   libgtest-dev libgmock-dev
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  python3-torch python3-rasterio python3-numpy
+  python3-torch python3-rasterio python3-numpy python3-gdal
+  clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
 )
 
 missing=()

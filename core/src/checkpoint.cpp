@@ -1,8 +1,16 @@
 #include "tessera/core/checkpoint.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -13,7 +21,64 @@
 namespace tessera {
 namespace {
 
-constexpr int kFormatVersion = 1;
+// 1: a LibTorch archive. 2: the archive followed by a checksum trailer (below).
+constexpr int kFormatVersion = 2;
+
+// The trailer after the archive bytes, 24 bytes, little-endian:
+//   u64 archive length | u32 CRC-32 (zlib) of the archive | u32 zero | 8-byte magic.
+// Ending with the magic lets a reader tell a checksummed file from an older one; the length
+// tells a file cut short or grown from an intact one.
+constexpr char kMagic[8] = {'T', 'S', 'R', 'A', 'C', 'R', 'C', '1'};
+constexpr size_t kTrailerBytes = 24;
+
+uint32_t crc32_of(const char* data, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (size > 0) {  // zlib's length is a uInt: feed large archives in chunks
+    const uInt n = static_cast<uInt>(std::min<size_t>(size, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), n);
+    data += n;
+    size -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+void put_le(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t get_le(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+std::string trailer_for(const std::string& archive) {
+  std::string t;
+  put_le(t, archive.size(), 8);
+  put_le(t, crc32_of(archive.data(), archive.size()), 4);
+  put_le(t, 0, 4);
+  t.append(kMagic, sizeof kMagic);
+  return t;
+}
+
+// Writes `parts` to `path` and flushes them to the disk before returning, so that the
+// rename that follows never publishes a file whose bytes are still in flight.
+void write_durably(const std::string& path, std::initializer_list<const std::string*> parts) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw Error(std::strerror(errno));
+  for (const std::string* part : parts)
+    for (size_t done = 0; done < part->size();) {
+      const ssize_t n = ::write(fd, part->data() + done, part->size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = errno;
+        ::close(fd);
+        throw Error(std::strerror(e));
+      }
+      done += static_cast<size_t>(n);
+    }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) throw Error(std::strerror(errno));
+}
 
 std::string meta_to_json(const CheckpointMeta& m) {
   nlohmann::json j;
@@ -28,14 +93,21 @@ std::string meta_to_json(const CheckpointMeta& m) {
   return j.dump();
 }
 
-CheckpointMeta meta_from_json(const std::string& path, const std::string& text) {
+struct Description {
+  CheckpointMeta meta;
+  int version = 0;
+};
+
+Description meta_from_json(const std::string& path, const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
     if (j.at("format") != "tessera-checkpoint") throw Error(path + ": not a Tessera checkpoint");
-    if (j.at("version").get<int>() > kFormatVersion)
-      throw Error(path + ": checkpoint format version " + std::to_string(j.at("version").get<int>()) +
+    Description d;
+    d.version = j.at("version").get<int>();
+    if (d.version > kFormatVersion)
+      throw Error(path + ": checkpoint format version " + std::to_string(d.version) +
                   " is newer than this build understands (" + std::to_string(kFormatVersion) + ")");
-    CheckpointMeta m;
+    CheckpointMeta& m = d.meta;
     m.model = j.at("model").get<UNetOptions>();
     m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
     m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
@@ -43,28 +115,80 @@ CheckpointMeta meta_from_json(const std::string& path, const std::string& text) 
     m.step = j.at("step");
     m.epoch = j.at("epoch");
     if (j.contains("trainer_state")) m.trainer_state = j.at("trainer_state").get<std::string>();
-    return m;
+    return d;
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": checkpoint description is damaged (" + e.what() + ")");
   }
 }
 
-torch::serialize::InputArchive open_archive(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such checkpoint file");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& e) {
-    throw Error(path + ": not a readable checkpoint (truncated or not a Tessera/LibTorch archive)");
+// The file's archive bytes; `verified` when a trailer vouched for them. A trailer that does
+// not match is an error: the file is damaged and nothing of it is used.
+struct Payload {
+  std::string bytes;
+  size_t size = 0;
+  bool verified = false;
+};
+
+Payload read_payload(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path + ": no such checkpoint file");
+  Payload p;
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream all;
+    all << in.rdbuf();
+    if (!in) throw Error(path + ": cannot read the checkpoint file");
+    p.bytes = std::move(all).str();
   }
-  return archive;
+  p.size = p.bytes.size();
+  if (p.size < kTrailerBytes || std::memcmp(p.bytes.data() + p.size - sizeof kMagic, kMagic, sizeof kMagic) != 0)
+    return p;  // no trailer: older than checksums, or cut short (told apart by the version inside)
+  const char* t = p.bytes.data() + p.size - kTrailerBytes;
+  const uint64_t length = get_le(t, 8);
+  const uint32_t crc = static_cast<uint32_t>(get_le(t + 8, 4));
+  if (length != p.size - kTrailerBytes)
+    throw Error(path + ": checkpoint is damaged: " + std::to_string(p.size) + " bytes where its checksum record says " +
+                std::to_string(length + kTrailerBytes) + "; not loaded");
+  if (crc32_of(p.bytes.data(), length) != crc)
+    throw Error(path + ": checkpoint is damaged: checksum mismatch (bytes changed since it was written); not loaded");
+  p.size = length;
+  p.verified = true;
+  return p;
 }
 
-CheckpointMeta read_meta(const std::string& path, torch::serialize::InputArchive& archive) {
+void warn_unverified_once(const std::string& path) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  std::lock_guard lock(mutex);
+  if (warned.insert(path).second)
+    std::fprintf(stderr, "tessera: warning: %s: written before checkpoints carried a checksum; loaded unverified\n",
+                 path.c_str());
+}
+
+struct OpenCheckpoint {
+  torch::serialize::InputArchive archive;
+  CheckpointMeta meta;
+};
+
+OpenCheckpoint open_checkpoint(const std::string& path) {
+  const Payload payload = read_payload(path);
+  OpenCheckpoint out;
+  try {
+    out.archive.load_from(payload.bytes.data(), payload.size);
+  } catch (const std::exception&) {
+    throw Error(path + ": not a readable checkpoint (truncated or not a Tessera/LibTorch archive)");
+  }
   c10::IValue meta;
-  if (!archive.try_read("tessera_meta", meta) || !meta.isString())
+  if (!out.archive.try_read("tessera_meta", meta) || !meta.isString())
     throw Error(path + ": not a Tessera checkpoint (no description inside)");
-  return meta_from_json(path, meta.toStringRef());
+  const Description d = meta_from_json(path, meta.toStringRef());
+  if (!payload.verified) {
+    if (d.version >= 2)
+      throw Error(path + ": checkpoint is damaged: its checksum record is missing (file cut short?); not loaded");
+    warn_unverified_once(path);
+  }
+  out.meta = d.meta;
+  return out;
 }
 
 }  // namespace
@@ -99,9 +223,9 @@ void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& m
                      torch::optim::Optimizer* optimizer) {
   namespace fs = std::filesystem;
   const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
   const std::string tmp = path + ".partial-" + std::to_string(::getpid());
   try {
+    if (target.has_parent_path()) fs::create_directories(target.parent_path());
     torch::serialize::OutputArchive archive;
     archive.write("tessera_meta", c10::IValue(meta_to_json(meta)));
     torch::serialize::OutputArchive model;
@@ -112,7 +236,11 @@ void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& m
       optimizer->save(opt);
       archive.write("optimizer", opt);
     }
-    archive.save_to(tmp);
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    const std::string body = std::move(bytes).str();
+    const std::string trailer = trailer_for(body);
+    write_durably(tmp, {&body, &trailer});
     fs::rename(tmp, target);
   } catch (const std::exception& e) {
     std::error_code ignored;
@@ -122,34 +250,35 @@ void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& m
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path) {
-  auto archive = open_archive(path);
+  OpenCheckpoint ck = open_checkpoint(path);
   LoadedCheckpoint out;
-  out.meta = read_meta(path, archive);
-  out.net = UNet(out.meta.model);
+  out.meta = std::move(ck.meta);
   try {
+    out.net = UNet(out.meta.model);
     torch::serialize::InputArchive model;
-    archive.read("model", model);
+    ck.archive.read("model", model);
     out.net->load(model);
-  } catch (const c10::Error& e) {
+  } catch (const Error& e) {
+    throw Error(path + ": checkpoint describes an invalid model (" + e.what() + ")");
+  } catch (const std::exception& e) {
     throw Error(path + ": checkpoint parameters do not match its description (damaged file?)");
   }
   return out;
 }
 
 void load_optimizer_state(const std::string& path, torch::optim::Optimizer& optimizer) {
-  auto archive = open_archive(path);
+  OpenCheckpoint ck = open_checkpoint(path);
   torch::serialize::InputArchive opt;
-  if (!archive.try_read("optimizer", opt)) throw Error(path + ": checkpoint holds no optimiser state");
+  if (!ck.archive.try_read("optimizer", opt)) throw Error(path + ": checkpoint holds no optimiser state");
   try {
     optimizer.load(opt);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
     throw Error(path + ": optimiser state does not match this model");
   }
 }
 
-CheckpointMeta read_checkpoint_meta(const std::string& path) {
-  auto archive = open_archive(path);
-  return read_meta(path, archive);
-}
+CheckpointMeta read_checkpoint_meta(const std::string& path) { return open_checkpoint(path).meta; }
+
+void verify_checkpoint(const std::string& path) { open_checkpoint(path); }
 
 }  // namespace tessera

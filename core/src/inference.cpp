@@ -146,7 +146,7 @@ torch::Tensor forward_whole_image(UNet& net, const ImageSource& source, const No
   const TileGrid grid = make_tile_grid(model, source.info().extent, tile);
   const int d = grid.dims();
   Box padded{Index(d, -grid.options().halo), Index(d)};
-  for (int a = 0; a < d; ++a) padded.size[a] = grid.counts()[a] * tile + grid.options().remainder + 2 * grid.options().halo;
+  for (int a = 0; a < d; ++a) padded.size[a] = grid.counts()[a] * grid.steps()[a] + grid.options().remainder + 2 * grid.options().halo;
   net->eval();
   c10::InferenceMode guard;
   Window w = read_window(source, padded, norm);

@@ -1,5 +1,7 @@
 #include "tessera/core/tile_grid.hpp"
 
+#include <algorithm>
+
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -17,12 +19,20 @@ void TileGridOptions::validate() const {
   if (halo < 0) throw Error("tile grid: halo must be >= 0");
 }
 
+Index clamped_steps(const Index& image, int64_t step, int64_t alignment) {
+  TESSERA_CHECK(alignment >= 1 && step >= 1);
+  Index steps;
+  for (int64_t n : image) steps.push_back(std::min(step, (n + alignment - 1) / alignment * alignment));
+  return steps;
+}
+
 TileGrid::TileGrid(TileGridOptions options) : options_(std::move(options)) {
   options_.validate();
+  steps_ = clamped_steps(options_.image, options_.step, options_.alignment);
   counts_.resize(options_.image.size());
   total_ = 1;
   for (size_t a = 0; a < counts_.size(); ++a) {
-    counts_[a] = (options_.image[a] + options_.step - 1) / options_.step;
+    counts_[a] = (options_.image[a] + steps_[a] - 1) / steps_[a];
     total_ *= counts_[a];
   }
 }
@@ -39,21 +49,33 @@ Tile TileGrid::tile(int64_t index) const {
   for (int a = d - 1; a >= 0; --a) {
     const int64_t k = rest % counts_[a];
     rest /= counts_[a];
-    const int64_t o = k * options_.step;
+    const int64_t o = k * steps_[a];
     t.output.origin[a] = o;
-    t.output.size[a] = options_.step + options_.remainder;
+    t.output.size[a] = steps_[a] + options_.remainder;
     t.inset.origin[a] = o;
-    t.inset.size[a] = std::min(options_.step, options_.image[a] - o);
+    t.inset.size[a] = std::min(steps_[a], options_.image[a] - o);
     t.input.origin[a] = o - options_.halo;
-    t.input.size[a] = options_.step + options_.remainder + 2 * options_.halo;
+    t.input.size[a] = steps_[a] + options_.remainder + 2 * options_.halo;
   }
   return t;
 }
 
+Index TileGrid::input_sides() const {
+  Index sides;
+  for (int64_t s : steps_) sides.push_back(s + options_.remainder + 2 * options_.halo);
+  return sides;
+}
+
+int64_t TileGrid::input_side() const {
+  const Index sides = input_sides();
+  return *std::max_element(sides.begin(), sides.end());
+}
+
 double TileGrid::overhead() const {
+  const Index sides = input_sides();
   double read = 1.0, kept = 1.0;
   for (size_t a = 0; a < counts_.size(); ++a) {
-    read *= static_cast<double>(counts_[a] * input_side());
+    read *= static_cast<double>(counts_[a] * sides[a]);
     kept *= static_cast<double>(options_.image[a]);
   }
   return read / kept;

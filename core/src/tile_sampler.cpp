@@ -1,6 +1,8 @@
 #include "tile_sampler.hpp"
 
 #include <algorithm>
+#include <limits>
+#include <set>
 #include <sstream>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -10,6 +12,45 @@
 #include "tessera/core/tensor_io.hpp"
 
 namespace tessera::detail {
+namespace {
+
+// A label at or above `classes` is a mistake in the data or in model.classes, never silently
+// left out of the loss: the first one is an error naming the file, the value and the pixel.
+// Negative labels, kNoDataLabel (255) and the band's nodata value mean "no label". The whole
+// label image is read once, in slabs (bounded memory).
+void check_label_values(const ImageSource& labels, int classes) {
+  const ImageInfo& info = labels.info();
+  const double nodata = info.nodata.empty() || !info.nodata.front() ? std::numeric_limits<double>::quiet_NaN()
+                                                                     : *info.nodata.front();  // NaN: none
+  const Index& extent = info.extent;
+  const int d = static_cast<int>(extent.size());
+  const int64_t slab = d == 2 ? 256 : 8;
+  for (int64_t s = 0; s < extent[0]; s += slab) {
+    Box b{Index(d, 0), extent};
+    b.origin[0] = s;
+    b.size[0] = std::min(slab, extent[0] - s);
+    const Block<float> l = labels.read(b);
+    const int64_t n = b.count();  // band 0 only: a label image with more is refused when read
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = l.data[i];
+      if (!(v >= classes) || v == kNoDataLabel || double(v) == nodata) continue;
+      std::string at;
+      int64_t rest = i;
+      for (int a = d - 1; a >= 0; --a) {
+        at = std::string(d - a == 1 ? "x " : d - a == 2 ? "y " : "z ") + std::to_string(b.origin[a] + rest % b.size[a]) +
+             (at.empty() ? "" : ", ") + at;
+        rest /= b.size[a];
+      }
+      std::ostringstream value;
+      value << v;
+      throw Error(info.path + ": label value " + value.str() + " at (" + at + ") is not a class of the model (classes: " +
+                  std::to_string(classes) + ", so labels 0 … " + std::to_string(classes - 1) +
+                  "; 255 or the nodata value marks an unlabelled pixel)");
+    }
+  }
+}
+
+}  // namespace
 
 TileSampler::TileSampler(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o,
                          Normalization norm, int replica, int replicas)
@@ -19,6 +60,9 @@ TileSampler::TileSampler(const std::vector<TrainingPair>& data, const UNetOption
       // them); `valid` networks read the halo their output needs.
       halo_(model.padding == Padding::kValid ? unet_halo(model) : 0) {
   for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
+  std::set<const ImageSource*> checked;
+  for (const auto& p : data)
+    if (checked.insert(p.labels).second) check_label_values(*p.labels, model.classes);
   if (o.foreground_fraction > 0) index_foreground();
 }
 

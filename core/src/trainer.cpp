@@ -10,7 +10,9 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/fault_injection.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tile_sampler.hpp"
 #include "validation.hpp"
 
@@ -83,21 +85,29 @@ void truncate_metrics(const fs::path& metrics, int64_t step) {
   fs::rename(tmp, metrics);
 }
 
-std::string step_checkpoint_name(int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%06lld.pt", static_cast<long long>(step));
-  return name;
+// Keeps the newest `keep` step-NNNNNN.pt files.
+void prune_step_checkpoints(const RunLayout& run, int keep) {
+  const std::vector<std::string> files = run.step_checkpoints();
+  for (size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i]);
 }
 
-// Keeps the newest `keep` step-NNNNNN.pt files.
-void prune_step_checkpoints(const fs::path& dir, int keep) {
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && e.path().extension() == ".pt") files.push_back(e.path());
-  }
-  std::sort(files.begin(), files.end());
-  for (size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i]);
+// How a run stopped by divergence can go on: from the checkpoint it kept.
+std::string kept_checkpoint_note(const std::string& last) {
+  std::error_code ec;
+  return fs::exists(last, ec) ? "; the last good checkpoint is kept: " + last + " (continue with --resume auto)"
+                              : "; no checkpoint was written before it";
+}
+
+std::string non_finite_name(double v) { return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; }
+
+// A finite loss can still come with an update that overflowed the weights; such a model
+// must not be saved over the last good one.
+void require_finite_weights(UNet& net, int64_t step, const std::string& last) {
+  torch::NoGradGuard no_grad;
+  for (const auto& p : net->named_parameters())
+    if (!torch::isfinite(p.value()).all().item<bool>())
+      throw Error("step " + std::to_string(step) + ": weights became NaN or Inf (parameter " + p.key() +
+                  "; learning rate too high?)" + kept_checkpoint_note(last));
 }
 
 // Mean Dice over the classes the loss scores (class 0 left out when the loss leaves the
@@ -176,10 +186,11 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
         throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
                     " channels but the model expects " + std::to_string(model.in_channels));
     }
-  const fs::path checkpoints = fs::path(options.run_dir) / "checkpoints";
-  const std::string last = (checkpoints / "last.pt").string();
-  const std::string best_path = (checkpoints / "best.pt").string();
-  const fs::path metrics_path = fs::path(options.run_dir) / "metrics.jsonl";
+  const RunLayout run(options.run_dir);
+  const fs::path checkpoints = run.checkpoints_dir();
+  const std::string last = run.last_checkpoint();
+  const std::string best_path = run.best_checkpoint();
+  const fs::path metrics_path = run.metrics();
 
   detail::TileSampler sampler(data, model, options, meta.norm, hooks.replica(), replicas);
   auto optimizer = make_optimizer(net->parameters(), opt);
@@ -207,7 +218,12 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
   std::ofstream metrics;
   if (writer) {
     fs::create_directories(checkpoints);
-    if (!options.resume.empty()) truncate_metrics(metrics_path, first_step - 1);
+    if (!options.resume.empty()) {
+      truncate_metrics(metrics_path, first_step - 1);
+      std::fprintf(stderr, "train: resumed from step %lld (%s); continuing at step %lld of %lld\n",
+                   static_cast<long long>(first_step - 1), options.resume.c_str(), static_cast<long long>(first_step),
+                   static_cast<long long>(options.steps));
+    }
     metrics.open(metrics_path, std::ios::app);
     if (!metrics) throw Error(metrics_path.string() + ": cannot open for writing");
   }
@@ -254,10 +270,12 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
     const double lr = learning_rate_at(opt, step, options.steps);
     set_learning_rate(*optimizer, lr);
     optimizer->zero_grad();
+    fault_point(FaultPoint::kStep, step);  // test hooks: TESSERA_TEST_HANG / _THROW
     double step_loss = 0;
     bool labelled = false;
     for (int micro = 0; micro < options.accumulate; ++micro) {
       Sample s = loader.take();
+      if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
       planned_states.pop_front();
       plan_more();
       tiles_done += s.target.size(0) * replicas;
@@ -274,8 +292,8 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       }
       if (loss.labelled <= 0) continue;  // a batch without one labelled pixel teaches nothing
       if (!std::isfinite(loss.value))
-        throw Error("train: loss became " + std::to_string(loss.value) + " at step " + std::to_string(step) +
-                    " (learning rate " + std::to_string(lr) + " too high, or NaN in the input?)");
+        throw Error("step " + std::to_string(step) + ": loss is " + non_finite_name(loss.value) + " (learning rate " +
+                    std::to_string(lr) + " too high, or NaN in the input?)" + kept_checkpoint_note(last));
       if (!hooked) (loss.for_backward / double(options.accumulate)).backward();
       step_loss += loss.value / options.accumulate;
       labelled = true;
@@ -343,13 +361,14 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
       meta.epoch = epoch;
       state.rng = planned_states.empty() ? sampler.rng_state() : planned_states.front();
       meta.trainer_state = state.to_json();
+      require_finite_weights(net, step, last);  // a diverged model never replaces a good checkpoint
       save_checkpoint(last, net, meta, optimizer.get());
       if (options.keep_last > 1) {
         // Copied under a temporary name and renamed: a crash never leaves a cut step file.
-        const fs::path kept = checkpoints / step_checkpoint_name(step), partial = kept.string() + ".partial";
+        const fs::path kept = run.step_checkpoint(step), partial = kept.string() + ".partial";
         fs::copy_file(last, partial, fs::copy_options::overwrite_existing);
         fs::rename(partial, kept);
-        prune_step_checkpoints(checkpoints, options.keep_last);
+        prune_step_checkpoints(run, options.keep_last);
       }
       if (improved) {
         save_checkpoint(best_path, net, meta, optimizer.get());

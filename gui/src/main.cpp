@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   cli.addHelpOption();
   cli.addPositionalArgument("IMAGE", "GeoTIFF / VRT / COG, NIfTI, NRRD, MHA or a DICOM folder");
   QCommandLineOption labels("labels", "Label raster or label volume shown as overlay.", "LABELS");
-  QCommandLineOption run("run", "Run directory: telemetry (and stitched output).", "RUN_DIR");
+  QCommandLineOption run("run", "Run directory (infer or train): its tiles as they finish, metrics, checkpoints, telemetry.", "RUN_DIR");
   QCommandLineOption shot("screenshot", "Render offscreen when loaded, save the window as PNG, exit.", "PNG");
   QCommandLineOption view_only("view-only", "With --screenshot: save only the image view, not the window.");
   QCommandLineOption size("size", "Window size for --screenshot, e.g. 1280x860.", "WxH", "1280x860");

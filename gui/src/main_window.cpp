@@ -20,6 +20,7 @@
 #include "readout.hpp"
 #include "run_mosaic.hpp"
 #include "tessera/core/image_source.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tessera/io/open_image.hpp"
 
 namespace tessera::gui {
@@ -109,8 +110,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(raster_, &RasterView::opened, this, [this] {
     setBusy(false);
-    if (!previous_mosaic_.isEmpty()) release_tile_mosaic(previous_mosaic_.toStdString());
-    previous_mosaic_.clear();
+    releaseOldMosaics();
     stack_->setCurrentWidget(raster_);
     OverlayStyle s = legend_->style();
     s.colors = raster_->overlayStyle().colors;  // the label file's colour table, if any
@@ -123,7 +123,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                     .arg(m.overview_count == 0 && std::max(m.width, m.height) > 4096
                              ? tr(" — no overviews: File > Build overviews makes zooming out fast")
                              : QString()) +
-                (live_ ? QStringLiteral(" — ") + run_status_ : QString()));
+                (run_dir_.isEmpty() ? QString() : QStringLiteral(" — ") + run_status_));
   });
   connect(raster_, &RasterView::countsChanged, this,
           [this] { legend_->setLabels(classNames(), raster_->labelCounts()); });
@@ -168,14 +168,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   run_reload_ = new QTimer(this);
   run_reload_->setSingleShot(true);
   run_reload_->setInterval(300);  // tiles often arrive in bursts
-  connect(run_watcher_, &QFileSystemWatcher::directoryChanged, run_reload_, qOverload<>(&QTimer::start));
+  // Not restarted by every change: tiles arriving faster than the interval still reload it.
+  connect(run_watcher_, &QFileSystemWatcher::directoryChanged, this, [this] {
+    if (!run_reload_->isActive()) run_reload_->start();
+  });
   connect(run_reload_, &QTimer::timeout, this, &MainWindow::reloadRun);
   resize(1280, 860);
 }
 
 MainWindow::~MainWindow() {
   if (overview_job_.joinable()) overview_job_.join();
-  if (mosaic_job_.joinable()) mosaic_job_.join();
+  if (run_job_.joinable()) run_job_.join();
 }
 
 void MainWindow::refreshNames() {
@@ -265,9 +268,8 @@ void MainWindow::openRun(const QString& dir) {
   devices_->setRunDirectory(dir);
   if (!image_path_.isEmpty() && run_dir_.isEmpty()) return;  // an image given by the user stays
   run_dir_ = dir;
+  run_outputs_ = {};
   if (!run_watcher_->directories().isEmpty()) run_watcher_->removePaths(run_watcher_->directories());
-  run_watcher_->addPath(dir);
-  if (QFileInfo(dir + "/tiles").isDir()) run_watcher_->addPath(dir + "/tiles");
   reloadRun();
 }
 
@@ -279,66 +281,90 @@ void MainWindow::setLiveStyle(bool live) {
   legend_->setStyle(s);
 }
 
+// What a worker read from the run directory, handed to the GUI thread.
+struct MainWindow::RunReload {
+  QString dir;
+  RunOutputs out;
+  std::string mosaic;  // /vsimem/ VRT of the finished tiles, empty when none
+  QString error;
+};
+
 void MainWindow::reloadRun() {
   if (run_dir_.isEmpty()) return;
-  const RunOutputs out = find_run_outputs(run_dir_.toStdString());
-  run_class_names_ = out.class_names;
-  if (!out.tiles_dir.empty() && !run_watcher_->directories().contains(QString::fromStdString(out.tiles_dir)))
-    run_watcher_->addPath(QString::fromStdString(out.tiles_dir));
-  const QString image = QString::fromStdString(out.image);
-  if (!out.stitched.empty()) {
-    const bool was_live = live_;
-    live_ = false;
-    setLiveStyle(false);
-    const QString stitched = QString::fromStdString(out.stitched);
-    if (!was_live && image_path_ == (image.isEmpty() ? stitched : image) && labels_path_ == (image.isEmpty() ? QString() : stitched))
-      return;  // already shown
-    image_path_ = image.isEmpty() ? stitched : image;
-    labels_path_ = image.isEmpty() ? QString() : stitched;
-    setBusy(true);
-    raster_->openRaster(image_path_, labels_path_, bands_, was_live);
+  if (run_job_busy_) {
+    run_reload_pending_ = true;  // read again once the running job is applied
     return;
   }
-  if (out.tiles_dir.empty()) return;
-  if (image.isEmpty()) {
-    showMessage(tr("%1: config.yaml names no input image that exists; cannot place the tiles").arg(run_dir_));
-    return;
-  }
-  const bool keep_view = live_ && image_path_ == image;
-  live_ = true;
-  setLiveStyle(true);
-  image_path_ = image;
-  if (out.tiles.empty()) {
-    labels_path_.clear();
-    if (!keep_view) raster_->openRaster(image, {}, bands_);
-    showMessage(tr("%1: waiting for the first finished tile").arg(run_dir_));
-    return;
-  }
-  if (mosaic_job_.joinable()) mosaic_job_.join();
-  const int generation = ++mosaic_generation_;
-  mosaic_job_ = std::thread([this, out, generation, keep_view] {
-    QString path, error;
-    try {
-      path = QString::fromStdString(build_tile_mosaic(out.tiles, out.image));
-    } catch (const std::exception& e) {
-      error = QString::fromStdString(e.what());
+  if (run_job_.joinable()) run_job_.join();  // done: its result was applied
+  run_job_busy_ = true;
+  run_job_ = std::thread([this, dir = run_dir_] {
+    auto r = std::make_shared<RunReload>();
+    r->dir = dir;
+    r->out = find_run_outputs(dir.toStdString());
+    if (!r->out.tiles.empty() && !r->out.image.empty()) {
+      try {
+        r->mosaic = build_tile_mosaic(r->out.tiles, r->out.image);
+      } catch (const std::exception& e) {
+        r->error = QString::fromStdString(e.what());
+      }
     }
-    const int count = int(out.tiles.size());
-    QMetaObject::invokeMethod(
-        this, [this, path, error, generation, keep_view, count] {
-          if (generation != mosaic_generation_ || !live_) return;
-          if (!error.isEmpty()) {
-            showMessage(error);
-            return;
-          }
-          previous_mosaic_ = mosaic_;
-          mosaic_ = path;
-          labels_path_ = path;
-          raster_->openRaster(image_path_, path, bands_, keep_view);
-          run_status_ = tr("run %1: %2 tile(s) finished").arg(run_dir_).arg(count);
-          showMessage(run_status_);
-        },
-        Qt::QueuedConnection);
+    QMetaObject::invokeMethod(this, [this, r] { applyRun(r); }, Qt::QueuedConnection);
+  });
+}
+
+void MainWindow::applyRun(const std::shared_ptr<RunReload>& r) {
+  run_job_busy_ = false;
+  if (run_reload_pending_) {
+    run_reload_pending_ = false;
+    QTimer::singleShot(0, this, &MainWindow::reloadRun);
+  }
+  if (r->dir != run_dir_) {  // another run was opened meanwhile
+    if (!r->mosaic.empty()) release_tile_mosaic(r->mosaic);
+    return;
+  }
+  const bool tiles_unchanged = run_outputs_.tile_set == r->out.tile_set && run_outputs_.tiles == r->out.tiles;
+  const RunOutputs& out = run_outputs_ = r->out;
+  run_class_names_ = out.class_names;
+  for (const std::string& dir : out.watch)
+    if (!run_watcher_->directories().contains(QString::fromStdString(dir))) run_watcher_->addPath(QString::fromStdString(dir));
+  run_status_ = QString::fromStdString(describe_run(run_dir_.toStdString(), out));
+  const QString image = QString::fromStdString(out.image);
+  if (!r->error.isEmpty() || image.isEmpty()) {
+    showMessage(r->error.isEmpty() ? run_status_ : r->error);
+    return;
+  }
+  const bool same_image = image_path_ == image && raster_->hasImage();
+  const bool live = !out.tile_set.empty() && !out.tiles_complete();
+  if (r->mosaic.empty()) {  // a training run, or no tile finished yet: the image alone
+    live_ = live;
+    setLiveStyle(live);
+    if (!same_image || !labels_path_.isEmpty()) {
+      image_path_ = image;
+      labels_path_.clear();
+      setBusy(true);
+      raster_->openRaster(image, {}, bands_, same_image);
+    }
+  } else if (same_image && tiles_unchanged && labels_path_ == mosaic_) {
+    release_tile_mosaic(r->mosaic);  // nothing new to show
+  } else {
+    if (!mosaic_.isEmpty()) old_mosaics_.push_back(mosaic_);
+    mosaic_ = QString::fromStdString(r->mosaic);
+    live_ = live;
+    setLiveStyle(live);
+    image_path_ = image;
+    labels_path_ = mosaic_;
+    setBusy(true);
+    raster_->openRaster(image, mosaic_, bands_, same_image);
+  }
+  showMessage(run_status_);
+}
+
+void MainWindow::releaseOldMosaics() {
+  const QString shown = raster_->labelMeta() ? QString::fromStdString(raster_->labelMeta()->path) : QString();
+  std::erase_if(old_mosaics_, [&](const QString& m) {
+    if (m == shown || m == mosaic_) return false;
+    release_tile_mosaic(m.toStdString());
+    return true;
   });
 }
 
@@ -388,8 +414,10 @@ void MainWindow::dropEvent(QDropEvent* e) {
     if (u.isLocalFile()) paths << u.toLocalFile();
   if (paths.isEmpty()) return;
   const QFileInfo first(paths.front());
-  if (first.isDir() && (QFileInfo(first.filePath() + "/telemetry").isDir() ||
-                        QFileInfo(first.filePath() + "/config.yaml").exists())) {
+  const RunLayout run(first.filePath().toStdString());
+  if (first.isDir() && (QFileInfo(QString::fromStdString(run.telemetry_dir())).isDir() ||
+                        QFileInfo(QString::fromStdString(run.tiles_dir())).isDir() ||
+                        QFileInfo(QString::fromStdString(run.config())).exists())) {
     openRun(first.filePath());
   } else if (paths.size() >= 2) {
     openImage(paths[0], paths[1]);

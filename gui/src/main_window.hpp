@@ -3,6 +3,7 @@
 // an overlay/legend dock and a devices dock, the cursor readout and messages in the status
 // bar. File menu and drag and drop open images, label maps and run directories; every read
 // happens in worker threads, errors arrive as messages, never as crashes.
+#include <memory>
 #include <thread>
 
 #include <QMainWindow>
@@ -13,6 +14,7 @@
 #include "devices_panel.hpp"
 #include "legend_panel.hpp"
 #include "raster_view.hpp"
+#include "run_mosaic.hpp"
 #include "volume_viewer.hpp"
 
 class QDockWidget;
@@ -34,12 +36,16 @@ class MainWindow : public QMainWindow {
   void openLabels(const QString& labels);
   /// Shows these 1-based bands (1: grey, 3: RGB) of the current raster; reopens it.
   void setBands(const std::vector<int>& bands);
-  /// Shows the run's telemetry and, unless an image is already open, its output over its
-  /// input: the stitched RUN/labels.tif, or live the finished RUN/tiles/*.tif (reloaded as
-  /// tiles arrive, unfinished areas greyed) until the stitched output exists.
+  /// Shows the run's telemetry and, unless an image is already open, what the run holds
+  /// (run_mosaic.hpp): an inference run's finished tiles over its input, reloaded as tiles
+  /// arrive with unfinished areas greyed, until every tile is there; a training run's image
+  /// with its metrics, checkpoints and telemetry named in the status line. The directory is
+  /// read in a worker thread.
   void openRun(const QString& dir);
-  /// True while showing a run's tiles as they arrive.
+  /// True while showing a run's tiles as they arrive (some not finished yet).
   bool showingLiveTiles() const { return live_; }
+  /// The run's outputs as last read (empty before the first read finished).
+  const RunOutputs& runOutputs() const { return run_outputs_; }
   /// Re-reads the run's outputs now (the file watcher does this on changes).
   void reloadRun();
   /// Saves the current view (with overlay) as PNG; false with a message on failure.
@@ -75,6 +81,9 @@ class MainWindow : public QMainWindow {
   const std::array<std::string, 256>& classNames() const { return names_; }
   /// Names from the label file, overridden by a loaded colour table; pushed to the views.
   void refreshNames();
+  struct RunReload;
+  void applyRun(const std::shared_ptr<RunReload>& r);
+  void releaseOldMosaics();
 
   QStackedWidget* stack_;
   RasterView* raster_;
@@ -95,13 +104,15 @@ class MainWindow : public QMainWindow {
   // Run directory shown live.
   QString run_dir_;
   bool live_ = false;
-  QString mosaic_, previous_mosaic_;
-  QString run_status_;
-  std::vector<std::string> run_class_names_;  // from the run's config.yaml  // "N tile(s) finished", appended to the open message while live
+  QString mosaic_;                  // the mosaic shown or being opened
+  std::vector<QString> old_mosaics_;  // freed once no view reads them
+  QString run_status_;              // describe_run(), appended to the open message
+  std::vector<std::string> run_class_names_;  // from the run's config.yaml
+  RunOutputs run_outputs_;
   class QFileSystemWatcher* run_watcher_ = nullptr;
   class QTimer* run_reload_ = nullptr;
-  std::thread mosaic_job_;
-  int mosaic_generation_ = 0;
+  std::thread run_job_;             // reads the run directory and builds the mosaic
+  bool run_job_busy_ = false, run_reload_pending_ = false;
   std::thread overview_job_;
 };
 

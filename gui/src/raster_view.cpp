@@ -204,6 +204,12 @@ QPointF RasterView::imageToWidget(QPointF p) const {
   return (p - center_) * scale_ + QPointF(width() / 2.0, height() / 2.0);
 }
 
+QRect RasterView::imageRectToWidget(const QRectF& r) const {
+  const QPointF a = imageToWidget(r.topLeft()), b = imageToWidget(r.bottomRight());
+  const int left = int(std::lround(a.x())), top = int(std::lround(a.y()));
+  return QRect(left, top, int(std::lround(b.x())) - left, int(std::lround(b.y())) - top);
+}
+
 QRectF RasterView::tileImageRect(const TileKey& key) const {
   const int64_t span = int64_t(tile_) << key.level;
   const double x0 = double(key.tx * span), y0 = double(key.ty * span);
@@ -221,7 +227,7 @@ void RasterView::onTile(TileKey key, Tile tile) {
   update();
 }
 
-bool RasterView::drawFallback(QPainter& p, const TileKey& key, const QRectF& target) {
+bool RasterView::drawFallback(QPainter& p, const TileKey& key, const QRect& target) {
   const QRectF child = tileImageRect(key);
   for (int l = key.level + 1; l < levels_; ++l) {
     const int d = l - key.level;
@@ -232,7 +238,7 @@ bool RasterView::drawFallback(QPainter& p, const TileKey& key, const QRectF& tar
     const QRectF pr = tileImageRect(parent);
     const double fx = img.width() / pr.width(), fy = img.height() / pr.height();
     const QRectF source((child.x() - pr.x()) * fx, (child.y() - pr.y()) * fy, child.width() * fx, child.height() * fy);
-    p.drawImage(target, img, source);
+    p.drawImage(QRectF(target), img, source);
     return true;
   }
   return false;
@@ -263,8 +269,10 @@ void RasterView::paintEvent(QPaintEvent*) {
     for (int ty = ty0; ty < ty1; ++ty)
       for (int tx = tx0; tx < tx1; ++tx) {
         const TileKey key{level, tx, ty};
-        const QRectF ir = tileImageRect(key);
-        const QRectF target(imageToWidget(ir.topLeft()), imageToWidget(ir.bottomRight()));
+        // Whole screen pixels from shared edges: at a fractional zoom, neighbours placed by
+        // their own rounded corners leave a background-coloured line between them.
+        const QRect target = imageRectToWidget(tileImageRect(key));
+        if (target.isEmpty()) continue;
         Tile* t = cache_.find(key);
         if (!t) {
           drawFallback(p, key, target);

@@ -61,6 +61,9 @@ class RasterView : public QWidget {
   int currentLevel() const;
   QPointF widgetToImage(QPointF p) const;
   QPointF imageToWidget(QPointF p) const;
+  /// The widget pixels an image rectangle covers: each edge rounded on its own, so
+  /// rectangles that share an edge in the image share it on screen (no gap, no overlap).
+  QRect imageRectToWidget(const QRectF& image_rect) const;
   /// Asks the loader for the values under an image pixel; answered by probed().
   void probePixel(int x, int y);
 
@@ -94,7 +97,7 @@ class RasterView : public QWidget {
   void finishOpen(std::shared_ptr<OpenResult> r);
   void onTile(TileKey key, Tile tile);
   void stopJobs();
-  bool drawFallback(QPainter& p, const TileKey& key, const QRectF& target);
+  bool drawFallback(QPainter& p, const TileKey& key, const QRect& target);
   QRectF tileImageRect(const TileKey& key) const;
 
   RasterMeta meta_;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -13,28 +14,23 @@
 #include <gdal_utils.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tessera/io/raster.hpp"
 
 namespace tessera::gui {
 namespace fs = std::filesystem;
 
-RunOutputs find_run_outputs(const std::string& run_dir) {
-  RunOutputs out;
-  const fs::path run = run_dir;
-  std::error_code ec;
-  if (fs::exists(run / "labels.tif", ec)) out.stitched = (run / "labels.tif").string();
-  if (fs::is_directory(run / "tiles", ec)) {
-    out.tiles_dir = (run / "tiles").string();
-    for (const auto& e : fs::directory_iterator(run / "tiles", ec)) {
-      const std::string ext = e.path().extension().string();
-      // Finished tiles only: writers use a temporary name (e.g. *.partial-*) until done.
-      if (ext == ".tif" || ext == ".tiff") out.tiles.push_back(e.path().string());
-    }
-    std::sort(out.tiles.begin(), out.tiles.end());
-  }
-  std::ifstream config(run / "config.yaml");
-  static const std::regex image_line(R"(^\s*-?\s*(image|input):\s*["']?([^"'\s]+)["']?\s*$)");
+namespace {
+
+// The training image and class names of a run's config.yaml (block or flow style). A relative
+// image is looked up where `tessera train` resolves it (next to the config it was given, which
+// is usually the run directory's parent), in the working directory, and in sample_data/.
+void read_config(const RunLayout& run, RunOutputs& out) {
+  std::ifstream config(run.config());
+  static const std::regex image_key(R"((?:^|[\s{,-])(image|input):\s*["']?([^"',}\]\s]+))");
   static const std::regex names_line(R"(^\s*class_names:\s*\[(.*)\]\s*$)");
+  const fs::path dir = run.dir();
+  std::error_code ec;
   std::string line;
   std::smatch m;
   while (std::getline(config, line)) {
@@ -47,10 +43,10 @@ RunOutputs find_run_outputs(const std::string& run_dir) {
       }
       continue;
     }
-    if (!out.image.empty() || !std::regex_match(line, m, image_line)) continue;
+    if (!out.image.empty() || !std::regex_search(line, m, image_key)) continue;
     const fs::path named = m[2].str();
-    for (const fs::path& base : {fs::path(), fs::current_path(ec), run, run.parent_path(),
-                                 run.parent_path().parent_path(), run.parent_path().parent_path() / "sample_data"}) {
+    for (const fs::path& base : {fs::path(), fs::current_path(ec), dir, dir.parent_path(),
+                                 dir.parent_path().parent_path(), dir.parent_path().parent_path() / "sample_data"}) {
       const fs::path candidate = named.is_absolute() ? named : base / named;
       if (fs::is_regular_file(candidate, ec)) {
         out.image = candidate.string();
@@ -58,7 +54,87 @@ RunOutputs find_run_outputs(const std::string& run_dir) {
       }
     }
   }
+}
+
+// The tile set written to last (a run may hold several outputs; the live one is the newest).
+std::optional<TileSetLayout> newest_tile_set(const RunLayout& run) {
+  std::optional<TileSetLayout> newest;
+  fs::file_time_type newest_time{};
+  std::error_code ec;
+  for (const TileSetLayout& set : run.tile_sets()) {
+    const auto t = fs::last_write_time(set.dir(), ec);
+    if (!ec && (!newest || t >= newest_time)) newest = set, newest_time = t;
+  }
+  return newest;
+}
+
+void read_tile_set(const TileSetLayout& set, RunOutputs& out) {
+  out.tile_set = set.dir();
+  out.watch.push_back(set.dir());
+  try {
+    if (const auto record = set.read_record()) {
+      out.output = record->output;
+      out.tiles_total = record->tiles;
+      std::error_code ec;
+      if (fs::is_regular_file(record->input, ec))
+        out.image = record->input;
+      else
+        out.problem = set.record() + ": its input " + record->input + " does not exist; cannot place the tiles";
+    }
+  } catch (const std::exception& e) {
+    out.problem = e.what();
+  }
+  for (std::string& tile : set.finished_tiles()) {
+    const std::string ext = fs::path(tile).extension().string();
+    if (ext == ".tif" || ext == ".tiff")
+      out.tiles.push_back(std::move(tile));
+    else if (out.problem.empty())
+      out.problem = set.dir() + ": volume tiles are not shown live; open the output once it is written";
+  }
+}
+
+int64_t count_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return -1;
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);) n += !line.empty();
+  return n;
+}
+
+}  // namespace
+
+RunOutputs find_run_outputs(const std::string& run_dir) {
+  const RunLayout run(run_dir);
+  RunOutputs out;
+  std::error_code ec;
+  for (const std::string& dir : {run.dir(), run.tiles_dir()})
+    if (fs::is_directory(dir, ec)) out.watch.push_back(dir);
+  if (const auto set = newest_tile_set(run)) read_tile_set(*set, out);
+  const std::string tile_image = out.image;
+  read_config(run, out);
+  if (!tile_image.empty()) out.image = tile_image;  // the tiles sit on their own input's grid
+  for (const std::string& path : run.checkpoints()) out.checkpoints.push_back(fs::path(path).filename().string());
+  out.metrics_lines = count_lines(run.metrics());
+  out.telemetry_ranks = int(run.telemetry_files().size());
   return out;
+}
+
+std::string describe_run(const std::string& run_dir, const RunOutputs& out) {
+  std::string text = "run " + run_dir + ":";
+  if (!out.tile_set.empty()) {
+    text += " " + fs::path(out.tile_set).filename().string() + " " + std::to_string(out.tiles.size());
+    if (out.tiles_total > 0) text += " of " + std::to_string(out.tiles_total);
+    text += " tile(s) finished;";
+  }
+  if (out.metrics_lines >= 0) text += " metrics.jsonl " + std::to_string(out.metrics_lines) + " line(s);";
+  if (!out.checkpoints.empty()) {
+    text += " checkpoints";
+    for (size_t i = 0; i < out.checkpoints.size(); ++i) text += (i ? ", " : " ") + out.checkpoints[i];
+    text += ";";
+  }
+  text += " telemetry " + std::to_string(out.telemetry_ranks) + " rank(s)";
+  if (!out.problem.empty()) text += " — " + out.problem;
+  return text;
 }
 
 std::string build_tile_mosaic(const std::vector<std::string>& tiles, const std::string& like_image) {

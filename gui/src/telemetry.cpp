@@ -7,12 +7,13 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <regex>
 #include <sstream>
 
 #include <QDateTime>
 #include <QString>
 #include <nlohmann/json.hpp>
+
+#include "tessera/core/run_layout.hpp"
 
 namespace tessera::gui {
 namespace fs = std::filesystem;
@@ -53,17 +54,15 @@ std::optional<TelemetrySample> parse_telemetry_line(const std::string& line) {
 
 TelemetrySnapshot TelemetryReader::poll() {
   TelemetrySnapshot snap;
-  fs::path dir = fs::path(run_dir_) / "telemetry";
+  fs::path dir = RunLayout(run_dir_).telemetry_dir();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) dir = run_dir_;
   if (!fs::is_directory(dir, ec)) return snap;
-  static const std::regex name(R"(rank-(\d+)\.jsonl)");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::smatch m;
-    const std::string fname = entry.path().filename().string();
-    if (!std::regex_match(fname, m, name)) continue;
+    const std::optional<int> rank = RunLayout::telemetry_rank(entry.path().filename().string());
+    if (!rank) continue;
     FileState& f = files_[entry.path().string()];
-    f.rank.rank = std::stoi(m[1].str());
+    f.rank.rank = *rank;
     f.rank.file = entry.path().string();
     const uintmax_t size = fs::file_size(entry.path(), ec);
     if (ec) {

@@ -12,6 +12,7 @@
 #include <cpl_error.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/raster.hpp"
 
@@ -55,7 +56,7 @@ std::string gdal_error() {
 
 void assemble_raster(const std::vector<std::string>& tiles, const std::string& output, const ImageInfo& like) {
   init_gdal();
-  const std::string vrt = (fs::path(tiles.front()).parent_path() / "mosaic.vrt").string();
+  const std::string vrt = TileSetLayout(fs::path(tiles.front()).parent_path().string()).mosaic();
   const std::string vrt_tmp = vrt + ".partial-" + std::to_string(::getpid());
   std::vector<const char*> names;
   for (const auto& t : tiles) names.push_back(t.c_str());
@@ -90,9 +91,7 @@ void assemble_raster(const std::vector<std::string>& tiles, const std::string& o
 }  // namespace
 
 std::string label_tile_path(const std::string& dir, const ImageInfo& like, int64_t index) {
-  char name[64];
-  std::snprintf(name, sizeof name, "tile-%07lld%s", static_cast<long long>(index), is_raster(like) ? ".tif" : ".nrrd");
-  return (fs::path(dir) / name).string();
+  return TileSetLayout(dir).tile(index, is_raster(like) ? ".tif" : ".nrrd");
 }
 
 void write_label_tile(const std::string& path, const ImageInfo& like, const Box& inset, const Block<uint8_t>& labels) {

@@ -1,7 +1,10 @@
 #include "tessera/io/open_image.hpp"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
+#include <fstream>
+#include <string_view>
 
 #include "tessera/core/error.hpp"
 #include "tessera/io/raster.hpp"
@@ -14,13 +17,20 @@ bool ends_with(const std::string& s, const std::string& suffix) {
            return std::tolower(static_cast<unsigned char>(a)) == b;
          });
 }
+
+// DICOM Part 10 files carry "DICM" after a 128-byte preamble, whatever their name.
+bool has_dicom_magic(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::array<char, 132> head{};
+  return f.read(head.data(), head.size()) && std::string_view(head.data() + 128, 4) == "DICM";
+}
 }  // namespace
 
 bool is_volume_path(const std::string& path) {
   if (std::filesystem::is_directory(path)) return true;  // a DICOM series
-  for (const char* ext : {".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd"})
+  for (const char* ext : {".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd", ".dcm", ".dicom"})
     if (ends_with(path, ext)) return true;
-  return false;
+  return std::filesystem::is_regular_file(path) && has_dicom_magic(path);
 }
 
 std::unique_ptr<ImageSource> open_image(const std::string& path) {

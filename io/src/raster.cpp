@@ -18,15 +18,55 @@
 namespace tessera::io {
 namespace {
 
+// GDAL's last message on one line (user errors are one line), or `fallback`.
 std::string last_gdal_error(const std::string& fallback) {
   const char* msg = CPLGetLastErrorMsg();
-  return (msg && *msg) ? std::string(msg) : fallback;
+  std::string text = (msg && *msg) ? std::string(msg) : fallback;
+  for (char& c : text)
+    if (c == '\n' || c == '\r') c = ' ';
+  return text;
 }
 
 Box check_inside(const std::string& path, const Box& box, const Index& extent) {
   if (box.dims() != 2 || !Box{{0, 0}, extent}.contains(box))
     throw Error(path + ": window " + to_string(box) + " lies outside the raster " + to_string(extent));
   return box;
+}
+
+// The tiles (or strips) of `box` in `band` that GDAL cannot read, e.g.
+// "tile 3 (rows 512-1023, columns 512-1023)"; empty when every block reads.
+std::string damaged_blocks(GDALRasterBandH band, const Box& box) {
+  int bw = 0, bh = 0;
+  GDALGetBlockSize(band, &bw, &bh);
+  if (bw <= 0 || bh <= 0) return {};
+  const int width = GDALGetRasterBandXSize(band), height = GDALGetRasterBandYSize(band);
+  const int per_row = (width + bw - 1) / bw;
+  const bool strips = bw >= width;
+  std::vector<unsigned char> buffer(size_t(bw) * bh * GDALGetDataTypeSizeBytes(GDALGetRasterDataType(band)));
+  std::string found;
+  int count = 0;
+  const int64_t y_end = box.origin[0] + box.size[0], x_end = box.origin[1] + box.size[1];
+  for (int64_t by = box.origin[0] / bh; by * bh < y_end; ++by) {
+    for (int64_t bx = box.origin[1] / bw; bx * bw < x_end; ++bx) {
+      if (GDALReadBlock(band, int(bx), int(by), buffer.data()) == CE_None) continue;
+      if (++count > 3) continue;  // name a few, count the rest
+      const std::string rows = std::to_string(by * bh) + "-" + std::to_string(std::min<int64_t>(height, (by + 1) * bh) - 1);
+      const std::string cols = std::to_string(bx * bw) + "-" + std::to_string(std::min<int64_t>(width, (bx + 1) * bw) - 1);
+      found += (found.empty() ? "" : ", ") +
+               (strips ? "strip " + std::to_string(by) + " (rows " + rows + ")"
+                       : "tile " + std::to_string(by * per_row + bx) + " (rows " + rows + ", columns " + cols + ")");
+    }
+  }
+  if (count > 3) found += " and " + std::to_string(count - 3) + " more";
+  return found;
+}
+
+// The error for a failed read of `box`: the window, the damaged blocks, GDAL's reason.
+Error read_error(const std::string& path, GDALRasterBandH band, const Box& box) {
+  const std::string reason = last_gdal_error("GDAL reported an error (truncated or corrupt file?)");
+  const std::string blocks = damaged_blocks(band, box);
+  return Error(path + ": read failed in window " + to_string(box) + (blocks.empty() ? "" : ": damaged " + blocks) +
+               ": " + reason);
 }
 
 }  // namespace
@@ -95,9 +135,7 @@ Block<float> RasterReader::read(const Box& box) const {
   CPLErrorReset();
   const CPLErr err = GDALDatasetRasterIO(impl_->ds, GF_Read, x0, y0, w, h, out.data.data(), w, h, GDT_Float32,
                                          info_.channels, impl_->bands.data(), 0, 0, 0);
-  if (err != CE_None)
-    throw Error(info_.path + ": read failed in window " + to_string(box) + ": " +
-                last_gdal_error("GDAL reported an error (truncated or corrupt file?)"));
+  if (err != CE_None) throw read_error(info_.path, GDALGetRasterBand(impl_->ds, impl_->bands.front()), box);
   std::vector<uint8_t> mask;
   for (int c = 0; c < info_.channels; ++c) {
     if (!impl_->has_mask[c]) continue;

@@ -1,5 +1,6 @@
 // ITK-backed volumes: VolumeReader, LabelVolumeWriter, write_volume, write_dicom_series.
-// Every ITK type and exception stays in this file; callers see tessera::Error naming the
+// Every ITK type and exception stays in this file (and in volume_header_checks.cpp, which
+// checks headers and payloads before ITK reads them); callers see tessera::Error naming the
 // path. ImageIO objects are chosen explicitly (not through ITK's object factories), so the
 // code works whether or not the build registered ITK's IO factories.
 #include "tessera/io/volume.hpp"
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -30,12 +32,13 @@
 #include <itkMetaImageIO.h>
 #include <itkNiftiImageIO.h>
 #include <itkNrrdImageIO.h>
-#include <zlib.h>
 
 #include "tessera/core/error.hpp"
+#include "volume_header_checks.hpp"
 
 namespace tessera::io {
 namespace fs = std::filesystem;
+using detail::lower;
 
 namespace {
 
@@ -73,11 +76,6 @@ std::string short_reason(const itk::ExceptionObject& e) {
   constexpr size_t kMaxLength = 240;
   if (out.size() > kMaxLength) out = out.substr(0, kMaxLength - 3) + "...";
   return out.empty() ? "ITK error" : out;
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 // GDAL-like names, so rasters and volumes report types the same way.
@@ -262,156 +260,6 @@ Georeference geometry_of(const Image3<float>& image) {
   return geo;
 }
 
-// ---- payload checks -------------------------------------------------------------------
-// ITK's NIfTI and MetaImage readers zero-fill (or keep garbage) when the voxel data ends
-// early, e.g. after an interrupted copy, and report success. These checks read only the
-// header and the file size; a gzip-compressed NIfTI is decompressed once more to its end.
-
-// A value of type T at byte `offset` of `header`, byte-swapped when `swap`.
-template <class T>
-T header_value(const unsigned char* header, size_t offset, bool swap) {
-  unsigned char bytes[sizeof(T)];
-  std::memcpy(bytes, header + offset, sizeof(T));
-  if (swap) std::reverse(bytes, bytes + sizeof(T));
-  T value;
-  std::memcpy(&value, bytes, sizeof(T));
-  return value;
-}
-
-// Problem with a .nii / .nii.gz payload (NIfTI-1 or -2, plain or gzip), or nullopt.
-std::optional<std::string> nifti_payload_problem(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) return "cannot open file";
-  std::vector<unsigned char> buffer(1 << 20);
-  const int got = gzread(file, buffer.data(), 540);
-  if (got < 348) {
-    gzclose(file);
-    return "file ends inside the NIfTI header";
-  }
-  const unsigned char* h = buffer.data();
-  bool swap = false;
-  int32_t header_size = header_value<int32_t>(h, 0, false);
-  if (header_size != 348 && header_size != 540) {
-    swap = true;
-    header_size = header_value<int32_t>(h, 0, true);
-  }
-  uint64_t voxels = 1, bits = 0, offset = 0;
-  bool known = true;
-  if (header_size == 348) {
-    const auto dims = header_value<int16_t>(h, 40, swap);
-    known = dims >= 1 && dims <= 7;
-    for (int i = 1; known && i <= dims; ++i) {
-      const auto n = header_value<int16_t>(h, 40 + 2 * i, swap);
-      known = n > 0;
-      voxels *= static_cast<uint64_t>(std::max<int16_t>(n, 1));
-    }
-    bits = static_cast<uint64_t>(std::max<int16_t>(header_value<int16_t>(h, 72, swap), 0));
-    offset = static_cast<uint64_t>(std::max(header_value<float>(h, 108, swap), 352.0f));
-  } else if (header_size == 540 && got >= 540) {
-    const auto dims = header_value<int64_t>(h, 16, swap);
-    known = dims >= 1 && dims <= 7;
-    for (int i = 1; known && i <= dims; ++i) {
-      const auto n = header_value<int64_t>(h, 16 + 8 * i, swap);
-      known = n > 0;
-      voxels *= static_cast<uint64_t>(std::max<int64_t>(n, 1));
-    }
-    bits = static_cast<uint64_t>(std::max<int16_t>(header_value<int16_t>(h, 14, swap), 0));
-    offset = static_cast<uint64_t>(std::max<int64_t>(header_value<int64_t>(h, 168, swap), 544));
-  } else {
-    known = false;
-  }
-  if (!known || bits == 0) {  // not ours to judge; ITK has accepted the header
-    gzclose(file);
-    return std::nullopt;
-  }
-  const uint64_t needed = offset + (voxels * bits + 7) / 8;
-
-  uint64_t available = static_cast<uint64_t>(got);
-  std::string problem;
-  if (gzdirect(file) != 0) {
-    std::error_code ec;
-    available = fs::file_size(path, ec);
-  } else {
-    int n = 0;
-    while ((n = gzread(file, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0)
-      available += static_cast<uint64_t>(n);
-    int code = Z_OK;
-    const char* message = gzerror(file, &code);
-    if (n < 0 || (code != Z_OK && code != Z_STREAM_END))
-    {
-      std::string reason = message ? message : "unknown error";
-      if (reason.rfind(path + ": ", 0) == 0) reason = reason.substr(path.size() + 2);
-      problem = "gzip data is damaged: " + reason;
-    }
-  }
-  gzclose(file);
-  if (available < needed)
-    return "voxel data ends early (" + std::to_string(available) + " of " +
-           std::to_string(needed) + " bytes" + (problem.empty() ? "" : "; " + problem) + ")";
-  if (!problem.empty()) return problem;
-  return std::nullopt;
-}
-
-// Problem with a MetaImage payload (.mha, or .mhd and its data file), or nullopt.
-// `expected_bytes` is the uncompressed voxel data size from the header.
-std::optional<std::string> metaimage_payload_problem(const std::string& path,
-                                                     uint64_t expected_bytes) {
-  std::ifstream header(path, std::ios::binary);
-  if (!header) return "cannot open file";
-  bool compressed = false;
-  uint64_t compressed_size = 0;
-  int64_t skip = 0;
-  std::string data_file;
-  std::string line;
-  for (int lines = 0; lines < 1000 && std::getline(header, line); ++lines) {
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    auto trim = [](std::string s) {
-      const auto first = s.find_first_not_of(" \t\r");
-      const auto last = s.find_last_not_of(" \t\r");
-      return first == std::string::npos ? std::string() : s.substr(first, last - first + 1);
-    };
-    const std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    if (key == "CompressedData") compressed = lower(value) == "true";
-    if (key == "CompressedDataSize") compressed_size = std::strtoull(value.c_str(), nullptr, 10);
-    if (key == "HeaderSize") skip = std::strtoll(value.c_str(), nullptr, 10);
-    if (key == "ElementDataFile") {
-      data_file = value;
-      break;
-    }
-  }
-  if (data_file.empty()) return std::nullopt;
-  uint64_t available = 0;
-  std::error_code ec;
-  if (data_file == "LOCAL") {
-    const auto header_end = header.tellg();
-    if (header_end < 0) return std::nullopt;
-    const uint64_t size = fs::file_size(path, ec);
-    available = size - std::min<uint64_t>(size, static_cast<uint64_t>(header_end));
-  } else {
-    if (data_file == "LIST" || data_file.find_first_of("% ") != std::string::npos)
-      return std::nullopt;  // slice lists and patterns: left to ITK
-    const fs::path data = fs::path(path).parent_path() / data_file;
-    if (!fs::exists(data, ec)) return "data file " + data.string() + " is missing";
-    const uint64_t size = fs::file_size(data, ec);
-    available = size - std::min<uint64_t>(size, static_cast<uint64_t>(std::max<int64_t>(skip, 0)));
-  }
-  const uint64_t needed = compressed ? compressed_size : expected_bytes;
-  if (available < needed)
-    return "voxel data ends early (" + std::to_string(available) + " of " +
-           std::to_string(needed) + " bytes)";
-  return std::nullopt;
-}
-
-std::optional<std::string> payload_problem(const std::string& path, const itk::ImageIOBase& io) {
-  const std::string_view cls = io.GetNameOfClass();
-  const std::string name = lower(fs::path(path).filename().string());
-  if (cls == "NiftiImageIO" && (name.ends_with(".nii") || name.ends_with(".nii.gz")))
-    return nifti_payload_problem(path);
-  if (cls == "MetaImageIO") return metaimage_payload_problem(path, io.GetImageSizeInBytes());
-  return std::nullopt;  // NRRD and GDCM report short data themselves
-}
-
 // ---- writing --------------------------------------------------------------------------
 
 itk::ImageIOBase::Pointer io_for_writing(const std::string& path) {
@@ -487,9 +335,80 @@ std::string new_dicom_uid() {
 
 }  // namespace
 
+// ---- reading --------------------------------------------------------------------------
+namespace {
+
+// ITK's warnings (e.g. about odd spacing) go straight to stderr; Tessera reports problems
+// itself, one line naming the file.
+void quiet_itk() {
+  static const bool once = [] {
+    itk::Object::GlobalWarningDisplayOff();
+    return true;
+  }();
+  (void)once;
+}
+
+// The files of the DICOM series in `folder`: the first series, or the one holding `member`.
+std::vector<std::string> dicom_series_files(const std::string& folder, const std::string& member) {
+  auto names = itk::GDCMSeriesFileNames::New();
+  names->SetUseSeriesDetails(true);
+  names->SetDirectory(folder);
+  for (const auto& uid : names->GetSeriesUIDs()) {
+    auto files = names->GetFileNames(uid);
+    if (member.empty() && !files.empty()) return files;
+    for (const auto& f : files) {
+      std::error_code ec;
+      if (fs::equivalent(f, member, ec)) return files;
+    }
+  }
+  return {};
+}
+
+// `gdcm_io` applies rescale slope/intercept: CT values come out in HU.
+Image3<float>::Pointer read_dicom_series(const std::string& path, const std::vector<std::string>& files,
+                                         const itk::ImageIOBase::Pointer& gdcm_io) {
+  if (files.empty()) fail(path, "no DICOM series found");
+  gdcm_io->SetFileName(files.front());
+  gdcm_io->ReadImageInformation();
+  detail::check_header(path, *gdcm_io);
+  auto reader = itk::ImageSeriesReader<Image3<float>>::New();
+  reader->SetImageIO(gdcm_io);
+  reader->SetFileNames(files);
+  reader->Update();
+  return reader->GetOutput();
+}
+
+itk::ImageIOBase::Pointer io_for_reading(const std::string& path) {
+  const std::array<itk::ImageIOBase::Pointer, 4> candidates{
+      itk::NiftiImageIO::New().GetPointer(), itk::NrrdImageIO::New().GetPointer(),
+      itk::MetaImageIO::New().GetPointer(), itk::GDCMImageIO::New().GetPointer()};
+  for (const auto& candidate : candidates)
+    if (candidate->CanReadFile(path.c_str())) return candidate;
+  fail(path, "cannot read volume: not a NIfTI, NRRD, MetaImage or DICOM file, or damaged");
+}
+
+Image3<float>::Pointer read_volume_file(const std::string& path, const itk::ImageIOBase::Pointer& io) {
+  if (std::string_view(io->GetNameOfClass()) == "NrrdImageIO")
+    if (const auto problem = detail::nrrd_spacing_problem(path)) fail(path, *problem);
+  if (std::string_view(io->GetNameOfClass()) == "MetaImageIO")
+    if (const auto problem = detail::metaimage_header_problem(path)) fail(path, "cannot read volume: " + *problem);
+  io->SetFileName(path);
+  io->ReadImageInformation();
+  detail::check_header(path, *io);
+  if (const auto problem = detail::payload_problem(path, *io)) fail(path, "cannot read volume: " + *problem);
+  auto reader = itk::ImageFileReader<Image3<float>>::New();
+  reader->SetImageIO(io);
+  reader->SetFileName(path);
+  reader->Update();
+  return reader->GetOutput();
+}
+
+}  // namespace
+
 // ---- VolumeReader ---------------------------------------------------------------------
 
 VolumeReader::VolumeReader(const std::string& path) {
+  quiet_itk();
   std::error_code ec;
   const bool is_folder = fs::is_directory(path, ec);
   if (!is_folder && !fs::exists(path, ec)) fail(path, "no such file");
@@ -499,51 +418,23 @@ VolumeReader::VolumeReader(const std::string& path) {
   try {
     if (is_folder) {
       if (fs::is_empty(path, ec)) fail(path, "no DICOM series found (the folder is empty)");
-      auto names = itk::GDCMSeriesFileNames::New();
-      names->SetUseSeriesDetails(true);
-      names->SetDirectory(path);
-      const auto& series = names->GetSeriesUIDs();
-      if (series.empty()) fail(path, "no DICOM series found");
-      const auto files = names->GetFileNames(series.front());
-      if (files.empty()) fail(path, "no DICOM series found");
-      auto gdcm_io = itk::GDCMImageIO::New();  // applies rescale slope/intercept: HU
-      auto reader = itk::ImageSeriesReader<Image3<float>>::New();
-      reader->SetImageIO(gdcm_io);
-      reader->SetFileNames(files);
-      reader->Update();
-      image = reader->GetOutput();
-      io = gdcm_io;
+      io = itk::GDCMImageIO::New();
+      image = read_dicom_series(path, dicom_series_files(path, ""), io);
     } else {
-      const std::array<itk::ImageIOBase::Pointer, 4> candidates{
-          itk::NiftiImageIO::New().GetPointer(), itk::NrrdImageIO::New().GetPointer(),
-          itk::MetaImageIO::New().GetPointer(), itk::GDCMImageIO::New().GetPointer()};
-      for (const auto& candidate : candidates) {
-        if (candidate->CanReadFile(path.c_str())) {
-          io = candidate;
-          break;
-        }
+      io = io_for_reading(path);
+      if (std::string_view(io->GetNameOfClass()) == "GDCMImageIO") {
+        // One DICOM file: read the series it belongs to (its folder's slices sharing its
+        // series UID); a file alone in its series is a one-slice volume.
+        const std::string folder = fs::absolute(path).parent_path().string();
+        image = read_dicom_series(path, dicom_series_files(folder, path), io);
+      } else {
+        image = read_volume_file(path, io);
       }
-      if (!io)
-        fail(path, "cannot read volume: not a NIfTI, NRRD, MetaImage or DICOM file, or damaged");
-      auto reader = itk::ImageFileReader<Image3<float>>::New();
-      reader->SetImageIO(io);
-      reader->SetFileName(path);
-      reader->UpdateOutputInformation();
-      if (io->GetNumberOfComponents() != 1)
-        fail(path, "volume has " + std::to_string(io->GetNumberOfComponents()) +
-                       " components per voxel; only scalar volumes are supported");
-      for (unsigned d = kDims; d < io->GetNumberOfDimensions(); ++d) {
-        if (io->GetDimensions(d) > 1)
-          fail(path, "volume has " + std::to_string(io->GetNumberOfDimensions()) +
-                         " dimensions; only 3-D volumes are supported");
-      }
-      if (const auto problem = payload_problem(path, *io))
-        fail(path, "cannot read volume: " + *problem);
-      reader->Update();
-      image = reader->GetOutput();
     }
   } catch (const itk::ExceptionObject& e) {
     fail(path, "cannot read volume: " + short_reason(e));
+  } catch (const std::bad_alloc&) {
+    fail(path, "cannot read volume: out of memory");
   }
 
   const auto size = image->GetLargestPossibleRegion().GetSize();
@@ -564,6 +455,11 @@ VolumeReader::VolumeReader(const std::string& path) {
                    std::to_string(expected));
   // ITK's buffer is x fastest, then y, then z: exactly our (z, y, x) C order.
   voxels_.assign(image->GetBufferPointer(), image->GetBufferPointer() + expected);
+  if (info_.format == "NIfTI") {
+    const std::vector<bool> nonfinite = detail::nifti_nonfinite_voxels(path, expected);
+    for (size_t i = 0; i < nonfinite.size(); ++i)
+      if (nonfinite[i]) voxels_[i] = std::numeric_limits<float>::quiet_NaN();
+  }
 }
 
 VolumeReader::~VolumeReader() = default;

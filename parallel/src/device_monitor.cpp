@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/run_layout.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -155,10 +156,9 @@ struct DeviceMonitor::Impl {
 
 DeviceMonitor::DeviceMonitor(DeviceMonitorOptions options) {
   options.validate();
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(options.run_dir) / "telemetry";
-  fs::create_directories(dir);
-  path_ = (dir / ("rank-" + std::to_string(options.rank) + ".jsonl")).string();
+  const RunLayout run(options.run_dir);
+  std::filesystem::create_directories(run.telemetry_dir());
+  path_ = run.telemetry(options.rank);
   impl_ = std::make_unique<Impl>(std::move(options));
   impl_->out.open(path_, std::ios::app);
   if (!impl_->out) throw Error(path_ + ": cannot open for writing");

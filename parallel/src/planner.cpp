@@ -266,6 +266,47 @@ int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end,
   return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end), o.checkpoint);
 }
 
+namespace {
+
+// The layer sequence of a tile whose input side differs per axis (unet_layer_sequence is
+// for cubes): the same layers, each element count the product of its per-axis sides.
+LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_sides) {
+  std::vector<LayerSequence> axes;
+  for (int64_t s : input_sides) axes.push_back(unet_layer_sequence(model, s));
+  auto volume = [&](auto side) {
+    int64_t v = 1;
+    for (const auto& a : axes) v *= side(a);
+    return v;
+  };
+  LayerSequence seq = axes.front();
+  for (size_t i = 0; i < seq.layers.size(); ++i) {
+    Layer& l = seq.layers[i];
+    l.in_elements = l.in_channels * volume([&](const LayerSequence& a) { return a.layers[i].in_side; });
+    l.out_elements = l.out_channels * volume([&](const LayerSequence& a) { return a.layers[i].out_side; });
+  }
+  for (SkipEdge& e : seq.skips) {
+    e.elements = seq.layers[size_t(e.producer)].out_elements;
+    e.cropped_elements = seq.layers[size_t(e.producer)].out_channels *
+                         volume([&](const LayerSequence& a) { return a.layers[size_t(e.consumer)].out_side; });
+  }
+  return seq;
+}
+
+}  // namespace
+
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch) {
+  TESSERA_CHECK(batch >= 1 && static_cast<int>(steps.size()) == model.dims);
+  Index sides;
+  for (int64_t s : steps) sides.push_back(s + unet_remainder(model) + 2 * unet_halo(model));
+  const LayerSequence seq = box_layer_sequence(model, sides);
+  const int64_t weights = kFloatBytes * seq.parameter_count();
+  const int64_t network = stage_bytes(seq, 0, seq.size() - 1, 1, StageMemoryOptions{}.with_training(false)) - weights;
+  const Layer& first = seq.layers.front();
+  const int64_t window = first.in_elements * kFloatBytes + first.in_elements / first.in_channels;  // values + valid
+  const int64_t loop = 2 * window + 2 * first.in_elements * kFloatBytes + seq.layers.back().out_elements * kFloatBytes;
+  return weights + std::llround(kInferenceAllocatorSlack * double(batch) * double(network + loop));
+}
+
 Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o) {
   return min_max_partition(seq.size(), stages,
                            [&](int f, int l, int e) { return double(stage_bytes(seq, f, l, e, o)); });

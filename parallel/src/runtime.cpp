@@ -9,6 +9,7 @@
 
 #include "mpi_communicator.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/fault_injection.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -72,6 +73,7 @@ void start(bool force_mpi) {
   w.comm = make_mpi_communicator(MPI_COMM_WORLD, false);
   w.info.rank = w.comm->rank();
   w.info.size = w.comm->size();
+  set_fault_rank(w.info.rank);
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.info.rank, MPI_INFO_NULL, &node);
   MPI_Comm_rank(node, &w.info.local_rank);

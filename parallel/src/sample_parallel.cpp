@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/fault_injection.hpp"
+#include "tessera/core/run_layout.hpp"
 #include "tessera/core/tensor_io.hpp"
 #include "tessera/io/label_tiles.hpp"
 
@@ -28,14 +30,17 @@ SampleParallelReport infer_sample_parallel(UNet& net, const ImageSource& source,
   const TileGrid grid = make_tile_grid(net->options(), info.extent, options.inference.tile);
   SampleParallelReport report;
   report.tiles = grid.size();
-  report.tiles_dir = (fs::path(options.run_dir) / "tiles" / fs::path(output).filename()).string();
+  const TileSetLayout tile_set = RunLayout(options.run_dir).tile_set(output);
+  report.tiles_dir = tile_set.dir();
 
   // Rank 0 decides what is left; everyone gets the same list.
   std::vector<int64_t> todo;
   if (group.rank() == 0) {
     fs::create_directories(report.tiles_dir);
+    // Before the first tile, so a viewer can place the tiles while they arrive.
+    tile_set.write_record({fs::absolute(info.path).string(), fs::absolute(output).string(), grid.size()});
     for (const auto& e : fs::directory_iterator(report.tiles_dir))
-      if (e.path().filename().string().find(".partial-") != std::string::npos) fs::remove_all(e.path());
+      if (RunLayout::is_temporary(e.path().filename().string())) fs::remove_all(e.path());
     for (int64_t i = 0; i < grid.size(); ++i)
       if (!io::label_tile_valid(io::label_tile_path(report.tiles_dir, info, i), info, grid.tile(i).inset))
         todo.push_back(i);
@@ -63,6 +68,7 @@ SampleParallelReport infer_sample_parallel(UNet& net, const ImageSource& source,
             io::write_label_tile(io::label_tile_path(report.tiles_dir, info, t.index), info, t.inset,
                                  to_block_u8(labels));
             ++report.tiles_here;
+            fault_point(FaultPoint::kTile, report.tiles_here);  // test hooks: TESSERA_TEST_HANG / _THROW
             if (on_tile) on_tile(report.tiles_here);
           },
           queue);

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Kill a training run mid-epoch with SIGKILL, `--resume` it, and its per-step losses after
-# the resume point equal those of an uninterrupted run with the same seed (same threads).
+# Kill a training run mid-epoch with SIGKILL and `--resume auto` it. A resume is told apart
+# from a restart (which, with the same seed, gives the same losses):
+#   - the resumed process says it resumed from the checkpoint's step N and trains 40 − N steps;
+#   - metrics.jsonl holds every step once, 1 … 40 in order (and every validation once): the
+#     resumed run rewrote the killed run's lines past N, kept those up to N byte for byte,
+#     and its own lines start at step N + 1 (its clock, elapsed_s, starts again there);
+#   - its per-step losses equal an uninterrupted run's with the same seed (same threads).
 # Usage: resume.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
 T="$1"; GEN="$2"
 W="$(mktemp -d /tmp/tessera-resume.XXXXXX)"
-trap 'kill -9 $pid 2>/dev/null; rm -rf "$W"' EXIT
 pid=
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$W"' EXIT
 "$GEN" --out "$W/s" --size 256 --only scene >/dev/null || { echo "FAIL generator"; exit 1; }
 cat > "$W/train.yaml" <<YAML
 model: {preset: unet-tiny, classes: 4, base_filters: 8}
@@ -22,31 +27,57 @@ common=(--config "$W/train.yaml" --threads 1 --no-progress)
 "$T" train "${common[@]}" --run-dir "$W/killed" > "$W/killed.log" 2>&1 &
 pid=$!
 # Wait for step 23 (past the checkpoint of step 20, mid-epoch 3), then SIGKILL.
-for _ in $(seq 600); do
+for _ in $(seq 1200); do
   n=$(grep -c '"loss"' "$W/killed/metrics.jsonl" 2>/dev/null)
   [ "${n:-0}" -ge 23 ] && break
   sleep 0.1
 done
-kill -9 $pid; wait $pid 2>/dev/null
-n=$(grep -c '"loss"' "$W/killed/metrics.jsonl")
+kill -9 $pid; wait $pid 2>/dev/null; pid=
+cp "$W/killed/metrics.jsonl" "$W/before-resume.jsonl"
+n=$(grep -c '"loss"' "$W/before-resume.jsonl")
 echo "killed after $n steps"
-[ "$n" -lt 40 ] || { echo "FAIL the run finished before it could be killed"; exit 1; }
+[ "$n" -ge 5 ] && [ "$n" -lt 40 ] || { echo "FAIL the run was not killed between step 5 and 39 (at $n)"; exit 1; }
 
 "$T" train "${common[@]}" --run-dir "$W/killed" --resume auto > "$W/resumed.log" 2>&1 \
   || { echo "FAIL resume: $(tail -2 "$W/resumed.log")"; exit 1; }
-/usr/bin/python3 - "$W/whole/metrics.jsonl" "$W/killed/metrics.jsonl" <<'PY'
-import json, sys
-def losses(path):
-    out = {}
+/usr/bin/python3 - "$W/whole/metrics.jsonl" "$W/killed/metrics.jsonl" "$W/before-resume.jsonl" "$W/resumed.log" <<'PY'
+import json, re, sys
+whole_path, resumed_path, before_path, log_path = sys.argv[1:]
+def rows(path):
+    out = []
     for line in open(path):
-        j = json.loads(line)
-        if "loss" in j: out[j["step"]] = j["loss"]
+        try: out.append((line, json.loads(line)))
+        except ValueError:
+            if path != before_path: raise  # only the killed run may end in a cut line
     return out
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert sorted(a) == list(range(1, 41)), f"uninterrupted run has steps {sorted(a)}"
-assert sorted(b) == list(range(1, 41)), f"resumed run has steps {sorted(b)}"
+def fail(msg):
+    print("FAIL " + msg); sys.exit(1)
+whole, resumed, before, log = rows(whole_path), rows(resumed_path), rows(before_path), open(log_path).read()
+steps = lambda rs: [j["step"] for _, j in rs if "loss" in j]
+vals = lambda rs: [j["step"] for _, j in rs if "val_mean_dice" in j]
+if steps(whole) != list(range(1, 41)): fail(f"uninterrupted run has step lines {steps(whole)}")
+got = steps(resumed)
+if got != list(range(1, 41)):
+    fail(f"resumed metrics.jsonl: step lines {got} (want 1 … 40, each once, in order)")
+if vals(resumed) != vals(whole): fail(f"validation lines at steps {vals(resumed)}, uninterrupted {vals(whole)}")
+
+m = re.search(r"resumed from step (\d+) .*continuing at step (\d+) of 40", log)
+if not m: fail(f"the resumed process does not say where it resumed: {log.strip()[:300]}")
+N = int(m.group(1))
+if int(m.group(2)) != N + 1 or N % 4 or not 4 <= N <= len(steps(before)):
+    fail(f"resumed from step {N} (checkpoints every 4 steps; the killed run got to step {len(steps(before))})")
+if not re.search(rf"trained {40 - N} steps", log): fail(f"the resumed process did not train {40 - N} steps: {log.strip()[-200:]}")
+kept = [line for line, j in resumed if j["step"] <= N]
+if kept != [line for line, j in before if j["step"] <= N]:
+    fail(f"lines up to step {N} are not the killed run's, unchanged")
+elapsed = {j["step"]: j["elapsed_s"] for _, j in resumed if "loss" in j}
+if not elapsed[N + 1] < elapsed[N]:
+    fail(f"step {N + 1} (elapsed {elapsed[N + 1]:.2f} s) was not the resumed process's first step (step {N}: {elapsed[N]:.2f} s)")
+
+a = {j["step"]: j["loss"] for _, j in whole if "loss" in j}
+b = {j["step"]: j["loss"] for _, j in resumed if "loss" in j}
 diff = [s for s in a if a[s] != b[s]]
-if diff:
-    print(f"FAIL losses differ at steps {diff[:5]}: {[(a[s], b[s]) for s in diff[:3]]}"); sys.exit(1)
-print(f"ok   resumed run: all 40 per-step losses identical to the uninterrupted run (last {b[40]:.6f})")
+if diff: fail(f"losses differ at steps {diff[:5]}: {[(a[s], b[s]) for s in diff[:3]]}")
+print(f"ok   resumed from step {N}, its first line step {N + 1}; steps 1 … 40 once each, "
+      f"all 40 losses identical to the uninterrupted run (last {b[40]:.6f})")
 PY

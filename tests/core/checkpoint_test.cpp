@@ -5,8 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/model_json.hpp"
 
 namespace tessera {
 namespace {
@@ -77,6 +81,105 @@ TEST(Checkpoint, AFailedSaveKeepsTheOldCheckpoint) {
   EXPECT_THROW(save_checkpoint(path, net, meta_for(o)), Error);
   EXPECT_EQ(fs::file_size(path), before);
   EXPECT_NO_THROW(load_checkpoint(path));
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Every way of loading refuses the file with an error naming it.
+void expect_refused(const std::string& path, const std::string& what) {
+  for (int how = 0; how < 3; ++how) {
+    try {
+      if (how == 0) load_checkpoint(path);
+      if (how == 1) read_checkpoint_meta(path);
+      if (how == 2) verify_checkpoint(path);
+      ADD_FAILURE() << what << ": loaded (reader " << how << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << what << ": " << e.what();
+    }
+  }
+}
+
+TEST(Checkpoint, AnyFlippedByteIsRefused) {
+  const auto dir = temp_dir("flip");
+  const auto o = unet_preset("unet-tiny").with_base_filters(4);
+  UNet net(o);
+  const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
+  save_checkpoint(good, net, meta_for(o));
+  const std::string bytes = read_bytes(good);
+  ASSERT_GT(bytes.size(), 1000u);
+  // Spread over the archive (headers, JSON description, tensor data) and the trailer.
+  for (size_t k = 0; k <= 40; ++k) {
+    const size_t at = k == 40 ? bytes.size() - 1 : k * (bytes.size() - 1) / 40;
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x10);
+    write_bytes(bad, damaged);
+    expect_refused(bad, "byte " + std::to_string(at) + " of " + std::to_string(bytes.size()) + " flipped");
+  }
+  std::string damaged = bytes;
+  damaged[bytes.size() / 2] ^= 1;
+  write_bytes(bad, damaged);
+  try {
+    load_checkpoint(bad);
+    ADD_FAILURE() << "a checkpoint with a flipped bit loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(load_checkpoint(good));
+}
+
+TEST(Checkpoint, CutShortOrGrownIsRefused) {
+  const auto dir = temp_dir("cut");
+  const auto o = unet_preset("unet-tiny").with_base_filters(4);
+  UNet net(o);
+  const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
+  save_checkpoint(good, net, meta_for(o));
+  const std::string bytes = read_bytes(good);
+  // Down to the bare archive without its checksum record (24 bytes), and a few bytes less.
+  for (size_t cut : {size_t(1), size_t(8), size_t(23), size_t(24), size_t(25), size_t(100), bytes.size() / 2,
+                     bytes.size() - 1, bytes.size()}) {
+    write_bytes(bad, bytes.substr(0, bytes.size() - cut));
+    expect_refused(bad, "cut by " + std::to_string(cut) + " bytes");
+  }
+  write_bytes(bad, bytes + std::string(100, '\0'));
+  expect_refused(bad, "100 bytes appended");
+}
+
+// A checkpoint written before checksums (format version 1: the bare archive) still loads.
+TEST(Checkpoint, OldCheckpointWithoutChecksumLoadsWithAWarning) {
+  const auto dir = temp_dir("v1");
+  const auto o = unet_preset("unet-tiny").with_base_filters(4);
+  torch::manual_seed(3);
+  UNet net(o);
+  const std::string path = (dir / "old.pt").string();
+  {
+    const CheckpointMeta m = meta_for(o);
+    nlohmann::json j{{"format", "tessera-checkpoint"}, {"version", 1}, {"model", m.model},
+                     {"normalization", {{"offset", m.norm.offset}, {"scale", m.norm.scale}}},
+                     {"class_names", m.class_names}, {"step", m.step}, {"epoch", 0}};
+    torch::serialize::OutputArchive archive, model;
+    archive.write("tessera_meta", c10::IValue(j.dump()));
+    net->save(model);
+    archive.write("model", model);
+    archive.save_to(path);
+  }
+  ::testing::internal::CaptureStderr();
+  LoadedCheckpoint loaded = load_checkpoint(path);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("warning"), std::string::npos) << err;
+  EXPECT_NE(err.find(path), std::string::npos) << err;
+  EXPECT_EQ(loaded.meta.step, 42);
+  torch::NoGradGuard ng;
+  net->eval();
+  loaded.net->eval();
+  auto x = torch::randn({1, 4, 92, 92});
+  EXPECT_TRUE(torch::equal(net->forward(x), loaded.net->forward(x)));
 }
 
 }  // namespace

@@ -52,6 +52,26 @@ TEST(TileGrid, WindowsSitOnThePoolingGridWithHalo) {
   EXPECT_EQ(g.input_side(), 140);
 }
 
+TEST(TileGrid, StepNeverExceedsTheImageRoundedUpToTheAlignment) {
+  // 40³ with S = 512: one 40³ tile, not 512³. A one-slice volume: a thin slab.
+  TileGrid cube(TileGridOptions({40, 40, 40}).with_step(512).with_remainder(4).with_halo(20).with_alignment(8));
+  EXPECT_EQ(cube.steps(), (Index{40, 40, 40}));
+  EXPECT_EQ(cube.size(), 1);
+  EXPECT_EQ(cube.input_side(), 40 + 4 + 40);
+  TileGrid slab(TileGridOptions({1, 131, 70}).with_step(64).with_remainder(4).with_halo(20).with_alignment(8));
+  EXPECT_EQ(slab.steps(), (Index{8, 64, 64}));
+  EXPECT_EQ(slab.input_sides(), (Index{8 + 44, 64 + 44, 64 + 44}));
+  EXPECT_EQ(slab.counts(), (Index{1, 3, 2}));
+  for (int h : coverage(slab)) ASSERT_EQ(h, 1);
+  const Tile t = slab.tile(0);
+  EXPECT_EQ(t.input.size, slab.input_sides());
+  EXPECT_TRUE(t.output.contains(t.inset));
+  // 1 × 1: read (8 + r + 2ε)², overhead bounded by the alignment, not by S.
+  TileGrid pixel(TileGridOptions({1, 1}).with_step(512).with_remainder(4).with_halo(44).with_alignment(8));
+  EXPECT_EQ(pixel.steps(), (Index{8, 8}));
+  EXPECT_DOUBLE_EQ(pixel.overhead(), 100.0 * 100.0);
+}
+
 TEST(TileGrid, RejectsStepOffThePoolingGrid) {
   EXPECT_THROW(TileGrid(TileGridOptions({64, 64}).with_step(20).with_alignment(8)), Error);
   EXPECT_THROW(TileGrid(TileGridOptions({0, 64}).with_step(8)), Error);

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 
 #include "memory_image.hpp"
 #include "tessera/core/inference.hpp"
@@ -19,30 +22,180 @@ float pattern(int c, const Index& at) {
   return v;
 }
 
-TEST(TiledInference, StitchedLogitsEqualOneWholeImageForward2d) {
+// ---------------------------------------------------------------------------------------
+// The reference: one forward pass of the textbook U-Net over the whole reflect-padded image,
+// written here from plain torch calls and the network's named parameters. It shares no code
+// with the tiled path: not TileGrid, not read_window / reflect_index, not the UNet modules
+// (whose transposed convolution runs as a 1×1 convolution + depth-to-space), not
+// unet_halo / unet_remainder / center_crop. Halo and valid size come from DESIGN.md's
+// formulas, and the padded size does not depend on the tile at all.
+namespace F = torch::nn::functional;
+
+// (1, channels, extent...) straight from the formula.
+torch::Tensor formula_image(const Index& extent, int channels, const std::function<float(int, const Index&)>& value) {
+  std::vector<int64_t> shape{1, channels};
+  shape.insert(shape.end(), extent.begin(), extent.end());
+  int64_t n = 1;
+  for (int64_t e : extent) n *= e;
+  std::vector<float> values(size_t(n * channels));
+  Index at(extent.size());
+  for (int c = 0; c < channels; ++c)
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t a = int64_t(extent.size()) - 1, rest = i; a >= 0; --a) {
+        at[a] = rest % extent[a];
+        rest /= extent[a];
+      }
+      values[size_t(c * n + i)] = value(c, at);
+    }
+  return torch::from_blob(values.data(), shape, torch::kFloat32).clone();
+}
+
+// ε = (3·2^(L−2) − 1)·d·n_c, d = K − 1 − 2P (valid: P = 0).
+int64_t halo_formula(const UNetOptions& o) {
+  return ((int64_t{3} << (o.levels - 2)) - 1) * (o.kernel - 1) * o.convs_per_level;
+}
+
+// Valid output sides are S + r, S a multiple of 2^(L−1): the decoder turns a bottom side b
+// into 2^(L−1)·b − d·n_c·(2^(L−1) − 1), so r = d·n_c mod 2^(L−1) (4 for L ≥ 4, 3×3, n_c = 2).
+int64_t smallest_valid_output(const UNetOptions& o, int64_t n) {
+  const int64_t align = int64_t{1} << (o.levels - 1), r = (o.kernel - 1) * o.convs_per_level % align;
+  int64_t m = n;
+  while (m % align != r) ++m;
+  return m;
+}
+
+// Reflect padding (no edge repeat) of the spatial axes by before[a] / after[a]. F::pad can
+// reflect by at most side − 1 at a time; folding again continues the same mirror image.
+torch::Tensor reflect_pad(torch::Tensor x, Index before, Index after) {
+  const int d = int(before.size());
+  while (*std::max_element(before.begin(), before.end()) > 0 || *std::max_element(after.begin(), after.end()) > 0) {
+    std::vector<int64_t> pad;  // F::pad: last axis first
+    for (int a = d - 1; a >= 0; --a) {
+      const int64_t most = x.size(2 + a) - 1, lo = std::min(before[a], most), hi = std::min(after[a], most);
+      pad.insert(pad.end(), {lo, hi});
+      before[a] -= lo;
+      after[a] -= hi;
+    }
+    x = F::pad(x, F::PadFuncOptions(pad).mode(torch::kReflect));
+  }
+  return x;
+}
+
+torch::Tensor centre_crop_to(const torch::Tensor& x, const torch::Tensor& like) {
+  torch::Tensor y = x;
+  for (int64_t a = 2; a < x.dim(); ++a) y = y.narrow(a, (x.size(a) - like.size(a)) / 2, like.size(a));
+  return y;
+}
+
+// The U-Net of core/src/unet.cpp (valid padding, no normalisation, transposed decoder),
+// layer by layer from its parameters: encoder blocks of n_c × (conv → ReLU) with 2×2 max
+// pooling, decoder: 2×2 stride-2 transposed conv, [cropped skip, upsampled] → block, 1×1 head.
+torch::Tensor textbook_unet(UNet& net, torch::Tensor x) {
+  const UNetOptions& o = net->options();
+  const bool two = o.dims == 2;
+  auto params = net->named_parameters();
+  auto w = [&](const std::string& name) { return params[name].detach().contiguous(); };
+  auto conv = [&](const torch::Tensor& in, const std::string& layer) {
+    return two ? F::conv2d(in, w(layer + ".weight"), F::Conv2dFuncOptions().bias(w(layer + ".bias")))
+               : F::conv3d(in, w(layer + ".weight"), F::Conv3dFuncOptions().bias(w(layer + ".bias")));
+  };
+  auto block = [&](torch::Tensor in, const std::string& name) {
+    for (int i = 0; i < o.convs_per_level; ++i) in = F::relu(conv(in, name + ".conv" + std::to_string(i)));
+    return in;
+  };
+  std::vector<torch::Tensor> skips;
+  for (int l = 0; l < o.levels; ++l) {
+    x = block(x, "enc" + std::to_string(l));
+    if (l == o.levels - 1) break;
+    for (int64_t a = 2; a < x.dim(); ++a) EXPECT_EQ(x.size(a) % 2, 0) << "odd side before pooling, level " << l;
+    skips.push_back(x);
+    x = two ? F::max_pool2d(x, F::MaxPool2dFuncOptions(2)) : F::max_pool3d(x, F::MaxPool3dFuncOptions(2));
+  }
+  for (int l = o.levels - 2; l >= 0; --l) {
+    const std::string up = "up" + std::to_string(l);
+    const torch::Tensor weight = w(up + ".weight"), bias = w(up + ".bias");
+    x = two ? F::conv_transpose2d(x, weight, F::ConvTranspose2dFuncOptions().bias(bias).stride(2))
+            : F::conv_transpose3d(x, weight, F::ConvTranspose3dFuncOptions().bias(bias).stride(2));
+    x = block(torch::cat({centre_crop_to(skips[l], x), x}, 1), "dec" + std::to_string(l));
+  }
+  return conv(x, "head");
+}
+
+// Logits (classes, extent...) of the textbook U-Net over the whole image, reflect-padded by
+// ε before and up to the smallest valid output side plus ε after, cropped to the image.
+torch::Tensor independent_reference(UNet& net, const Index& extent, int channels,
+                                    const std::function<float(int, const Index&)>& value) {
+  const UNetOptions& o = net->options();
+  EXPECT_TRUE(o.padding == Padding::kValid && o.norm == Norm::kNone && o.decoder == Decoder::kTransposed)
+      << "the reference is written for valid padding, no norm, a transposed decoder";
+  torch::NoGradGuard no_grad;
+  const int64_t halo = halo_formula(o);
+  Index before(extent.size(), halo), after(extent.size());
+  for (size_t a = 0; a < extent.size(); ++a) after[a] = smallest_valid_output(o, extent[a]) + halo - extent[a];
+  torch::Tensor logits = textbook_unet(net, reflect_pad(formula_image(extent, channels, value), before, after))[0];
+  for (size_t a = 0; a < extent.size(); ++a) {
+    EXPECT_EQ(logits.size(1 + a), smallest_valid_output(o, extent[a])) << "axis " << a;
+    logits = logits.narrow(1 + a, 0, extent[a]);
+  }
+  return logits.contiguous();
+}
+
+// Labels must equal the reference's argmax wherever its top two logits are further apart
+// than the logit tolerance (a nearer tie may flip either way); returns the mismatches.
+int64_t label_mismatches(const std::vector<uint8_t>& labels, const torch::Tensor& reference, float tolerance,
+                         int64_t* near_ties) {
+  const auto top2 = std::get<0>(reference.topk(2, 0));
+  const auto clear = ((top2[0] - top2[1]) > 2 * tolerance).reshape({-1});
+  const auto want = reference.argmax(0).reshape({-1}).to(torch::kUInt8);
+  const auto got = torch::from_blob(const_cast<uint8_t*>(labels.data()), {int64_t(labels.size())}, torch::kUInt8);
+  *near_ties = clear.logical_not().sum().item<int64_t>();
+  return ((got != want) & clear).sum().item<int64_t>();
+}
+
+constexpr float kLogitTolerance = 1e-4f;
+
+TEST(TiledInference, StitchedLogitsAndLabelsEqualAnIndependentWholeImageForward2d) {
   torch::manual_seed(3);
   const auto o = unet_preset("unet-tiny").with_base_filters(8).with_classes(3);
   UNet net(o);
-  MemoryImage image({150, 97}, 4, pattern);
+  const Index extent{150, 97};
+  MemoryImage image(extent, 4, pattern);
   const auto norm = identity_normalization(4);
+  const torch::Tensor reference = independent_reference(net, extent, 4, pattern);
   for (int64_t tile : {16, 32, 64}) {
-    auto whole = forward_whole_image(net, image, norm, tile);
-    auto tiled = infer_logits(net, image, norm, InferenceOptions().with_tile(tile).with_progress(false).with_batch(2));
-    ASSERT_EQ(tiled.sizes(), whole.sizes());
+    const auto options = InferenceOptions().with_tile(tile).with_progress(false).with_batch(2);
+    auto tiled = infer_logits(net, image, norm, options);
+    ASSERT_EQ(tiled.sizes(), reference.sizes());
     EXPECT_FALSE(torch::isnan(tiled).any().item<bool>()) << "a pixel was never written, tile " << tile;
-    EXPECT_LE((tiled - whole).abs().max().item<float>(), 1e-4) << "tile " << tile;
+    const float diff = (tiled - reference).abs().max().item<float>();
+    EXPECT_LE(diff, kLogitTolerance) << "tile " << tile;
+    MemorySink sink(extent);
+    infer_labels(net, image, norm, sink, options);
+    for (int w : sink.writes) ASSERT_EQ(w, 1) << "tile " << tile;
+    int64_t ties = 0;
+    const int64_t mismatches = label_mismatches(sink.labels, reference, kLogitTolerance, &ties);
+    EXPECT_EQ(mismatches, 0) << "tile " << tile;
+    std::printf("tile %lld: max |logit - reference| %.3g, %lld labels differ (%lld near ties)\n", (long long)tile, diff,
+                (long long)mismatches, (long long)ties);
   }
 }
 
-TEST(TiledInference, StitchedLogitsEqualOneWholeImageForward3d) {
+TEST(TiledInference, StitchedLogitsAndLabelsEqualAnIndependentWholeImageForward3d) {
   torch::manual_seed(4);
   const auto o = unet_preset("unet3d-tiny").with_base_filters(4);
   UNet net(o);
-  MemoryImage image({21, 30, 26}, 1, pattern);
+  const Index extent{21, 30, 26};
+  MemoryImage image(extent, 1, pattern);
   const auto norm = identity_normalization(1);
-  auto whole = forward_whole_image(net, image, norm, 8);
-  auto tiled = infer_logits(net, image, norm, InferenceOptions().with_tile(8).with_progress(false));
-  EXPECT_LE((tiled - whole).abs().max().item<float>(), 1e-4);
+  const torch::Tensor reference = independent_reference(net, extent, 1, pattern);
+  const auto options = InferenceOptions().with_tile(8).with_progress(false);
+  auto tiled = infer_logits(net, image, norm, options);
+  ASSERT_EQ(tiled.sizes(), reference.sizes());
+  EXPECT_LE((tiled - reference).abs().max().item<float>(), kLogitTolerance);
+  MemorySink sink(extent);
+  infer_labels(net, image, norm, sink, options);
+  int64_t ties = 0;
+  EXPECT_EQ(label_mismatches(sink.labels, reference, kLogitTolerance, &ties), 0);
 }
 
 TEST(TiledInference, LabelsDoNotDependOnTheTileSize) {

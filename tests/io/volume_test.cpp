@@ -1,6 +1,7 @@
 // Volumes through ITK: round trips through every writable format and DICOM, atomic label
 // output, and the errors a user sees for missing, truncated or empty input.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "fixtures.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/open_image.hpp"
 #include "tessera/io/volume.hpp"
 
 namespace tessera::io {
@@ -398,6 +401,95 @@ TEST_F(VolumeIo, DicomRewriteReplacesTheEarlierSeries) {
   VolumeReader reader(folder.string());
   EXPECT_EQ(reader.info().extent, fewer);
   EXPECT_EQ(reader.read(Box{{0, 0, 0}, fewer}).data.front(), -500.0f);
+}
+
+// ---- odd and broken files (tests/fixtures) ---------------------------------------------
+
+std::string fixture(const std::string& name) { return (fixtures::fixtures_for_tests() / name).string(); }
+
+std::string open_error(const std::string& path) {
+  try {
+    VolumeReader reader(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(opened)";
+}
+
+int64_t peak_rss_kib() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+TEST(VolumeFixtures, ZeroOrNegativeSpacingIsRefusedNamingTheSpacing) {
+  for (const char* name : {"zero_spacing.mha", "negative_spacing.mha", "zero_spacing.nrrd"}) {
+    const std::string path = fixture(name), what = open_error(path);
+    EXPECT_EQ(what.rfind(path + ": voxel spacing ", 0), 0u) << what;
+    EXPECT_NE(what.find("every spacing must be positive"), std::string::npos) << what;
+  }
+}
+
+// Refused from the header, before any allocation: the peak memory does not grow by the
+// claimed size (10^18 voxels; 4 GiB for short_data.nrrd).
+TEST(VolumeFixtures, HeaderClaimingHugeDimensionsIsRefusedBeforeAllocating) {
+  const int64_t before = peak_rss_kib();
+  for (const char* name : {"huge_header.mha", "huge_header.nrrd", "huge_header.nii", "short_data.nrrd"}) {
+    const std::string path = fixture(name), what = open_error(path);
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    const bool names_problem = what.find("more than this machine's memory") != std::string::npos ||
+                               what.find("voxel data ends early") != std::string::npos;
+    EXPECT_TRUE(names_problem) << what;
+  }
+  EXPECT_LT(peak_rss_kib() - before, 256 * 1024) << "KiB of peak RSS growth";
+}
+
+TEST(VolumeFixtures, FourDimensionalVolumeIsRefusedUnlessOneFrame) {
+  const std::string path = fixture("four_d.nii.gz"), what = open_error(path);
+  EXPECT_EQ(what.rfind(path + ": volume has 4 dimensions (12 x 10 x 8 x 3)", 0), 0u) << what;
+  VolumeReader one(fixture("four_d_one_frame.nii.gz"));
+  EXPECT_EQ(one.info().extent, (Index{8, 10, 12}));
+  EXPECT_EQ(one.read(Box{{7, 9, 11}, {1, 1, 1}}).data[0], 100.0f * 7 - 7.0f * 9 + 3.0f * 11 + 0.25f);
+}
+
+TEST(VolumeFixtures, TwoDimensionalFileIsAOneSliceVolume) {
+  VolumeReader reader(fixture("two_d.nii.gz"));
+  EXPECT_EQ(reader.info().extent, (Index{1, 10, 12}));
+  EXPECT_EQ(reader.info().geo.spacing.size(), 3u);
+  const Block<float> b = reader.read(Box{{0, 0, 0}, {1, 10, 12}});
+  EXPECT_EQ(b.data[3 * 12 + 5], -7.0f * 3 + 3.0f * 5 + 0.25f);
+}
+
+TEST(VolumeFixtures, NanVoxelsStayNan) {
+  VolumeReader some(fixture("nan.nii.gz"));
+  const Block<float> b = some.read(Box{{0, 0, 0}, some.info().extent});
+  for (size_t i = 0; i < b.data.size(); ++i) ASSERT_EQ(std::isnan(b.data[i]), i % 5 == 0) << i;
+  VolumeReader all(fixture("all_nan.nii.gz"));
+  const Block<float> a = all.read(Box{{0, 0, 0}, all.info().extent});
+  EXPECT_TRUE(std::all_of(a.data.begin(), a.data.end(), [](float v) { return std::isnan(v); }));
+}
+
+// One DICOM file is read as the series it belongs to; alone, it is a one-slice volume.
+TEST(VolumeFixtures, SingleDicomFileOpensItsSeries) {
+  VolumeReader folder(fixture("dicom_series"));
+  ASSERT_EQ(folder.info().extent, (Index{4, 16, 16}));
+  VolumeReader member(fixture("dicom_series/slice_0003.dcm"));
+  EXPECT_EQ(member.info().extent, folder.info().extent);
+  EXPECT_EQ(member.info().format, "DICOM");
+  EXPECT_EQ(member.read(Box{{0, 0, 0}, {4, 16, 16}}).data, folder.read(Box{{0, 0, 0}, {4, 16, 16}}).data);
+  VolumeReader alone(fixture("single_slice.dcm"));
+  EXPECT_EQ(alone.info().extent, (Index{1, 16, 16}));
+  EXPECT_EQ(alone.read(Box{{0, 0, 0}, {1, 16, 16}}).data, folder.read(Box{{1, 0, 0}, {1, 16, 16}}).data);
+  const auto image = open_image(fixture("single_slice.dcm"));
+  EXPECT_EQ(image->info().kind, "volume");
+}
+
+TEST(VolumeFixtures, EveryTruncatedFixtureIsRefused) {
+  for (const char* name : {"truncated.nii.gz", "truncated.nii", "truncated.mha", "truncated.nrrd"}) {
+    const std::string path = fixture(name), what = open_error(path);
+    EXPECT_EQ(what.rfind(path + ": cannot read volume: ", 0), 0u) << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+  }
 }
 
 // The threadsafe death-test child runs this body again from the top and then aborts; it

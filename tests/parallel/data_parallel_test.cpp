@@ -1,5 +1,8 @@
 // Data-parallel training reproduces one process with the global batch: P ranks with local
-// batch b for N steps end with the parameters of 1 rank with batch P·b (≤ 1e-5 relative).
+// batch b for N steps end with the parameters of 1 rank with batch P·b (≤ 1e-5 relative)
+// and report the same loss at every step. Adam as well as plain SGD: Adam divides each
+// gradient by its own root mean square, so a gradient summed P times or averaged twice
+// changes almost nothing there; SGD's step is proportional to the gradient and shows it.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -8,6 +11,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <vector>
 
 #include "../core/memory_image.hpp"
 #include "tessera/core/trainer.hpp"
@@ -57,14 +62,23 @@ torch::Tensor flat_parameters(UNet& net) {
   return torch::cat(all);
 }
 
-torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_dir, bool augment,
-                         bool sync_bn = false) {
+// The one-process reference run, recording each step's loss as a replica's hooks would.
+class LossRecorder final : public TrainHooks {
+ public:
+  void on_step(int64_t, double loss) override { losses.push_back(loss); }
+  std::vector<double> losses;
+};
+
+torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_dir, bool augment, bool sync_bn = false,
+                         OptimizerKind optimizer = OptimizerKind::kAdam) {
   Scene s;
   TrainOptions o;
   o.tile = 16;
   o.batch = batch;
   o.steps = 5;
-  o.optimizer.learning_rate = 1e-3;
+  o.optimizer.kind = optimizer;
+  // SGD (momentum 0.9) needs a larger rate than Adam for its steps to matter in 5 steps.
+  o.optimizer.learning_rate = optimizer == OptimizerKind::kSgd ? 5e-2 : 1e-3;
   o.seed = 7;
   o.augment = augment;
   o.sync_batch_norm = sync_bn;
@@ -95,15 +109,29 @@ double max_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
+// Largest relative difference of the per-step losses; +inf when the step counts differ or a
+// loss is not finite (every step here has labelled pixels).
+double max_relative_loss_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return std::numeric_limits<double>::infinity();
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  }
+  return worst;
+}
+
 // Adam divides by the root of the squared gradient, so an element whose true gradient is ~0
 // turns summation-order rounding into a ±lr step; the scene and augmentation here keep every
 // gradient well away from 0 (without augmentation, 2 ranks show one such element, 8e-4).
-void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::string& name, bool sync_bn = false) {
+void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::string& name, bool sync_bn = false,
+                             OptimizerKind optimizer = OptimizerKind::kAdam) {
   Communicator& w = world();
   const int b = 2;
   // The reference: this rank alone with the global batch P·b.
   const std::string reference = temp_dir(name + "-ref-" + std::to_string(w.rank()));
-  const torch::Tensor single = train_once(b * w.size(), nullptr, reference, augment, sync_bn);
+  LossRecorder recorder;
+  const torch::Tensor single = train_once(b * w.size(), &recorder, reference, augment, sync_bn, optimizer);
   fs::remove_all(reference);
   // One run directory for the job (rank 0's pid); only rank 0 writes into it.
   torch::Tensor pid = torch::tensor({int64_t(::getpid())});
@@ -111,13 +139,24 @@ void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::stri
   const std::string run =
       (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-" + name + "-dp")).string();
   DataParallelHooks hooks(w, DataParallelOptions().with_fusion_bytes(fusion_bytes).with_writes_outputs(w.rank() == 0));
-  const torch::Tensor parallel = train_once(b, &hooks, run, augment, sync_bn);
+  std::vector<double> losses;
+  hooks.set_step_callback([&losses](int64_t, double loss) { losses.push_back(loss); });
+  const torch::Tensor parallel = train_once(b, &hooks, run, augment, sync_bn, optimizer);
 
   const double rel = max_relative_difference(parallel, single);
-  if (w.rank() == 0)
-    std::printf("[ rank 0  ] %d ranks x batch %d vs 1 x %d: max relative parameter difference %.3g (%lld buckets)\n",
-                w.size(), b, b * w.size(), rel, (long long)hooks.buckets_reduced());
+  const double rel_loss = max_relative_loss_difference(losses, recorder.losses);
+  if (w.rank() == 0) {
+    std::printf("[ rank 0  ] %d ranks x batch %d vs 1 x %d (%s): max relative parameter difference %.3g, "
+                "loss difference %.3g (%lld buckets); losses (parallel/one)",
+                w.size(), b, b * w.size(), optimizer == OptimizerKind::kSgd ? "sgd" : "adam", rel, rel_loss,
+                (long long)hooks.buckets_reduced());
+    for (size_t i = 0; i < losses.size() && i < recorder.losses.size(); ++i)
+      std::printf(" %.6f/%.6f", losses[i], recorder.losses[i]);
+    std::printf("\n");
+  }
   EXPECT_LE(rel, 1e-5);
+  EXPECT_EQ(losses.size(), 5u);
+  EXPECT_LE(rel_loss, 1e-5);
   EXPECT_GT(hooks.buckets_reduced(), 0);
   // Every replica ends with bit-identical parameters.
   torch::Tensor all = w.allgather(parallel);
@@ -142,6 +181,16 @@ TEST(DataParallel, SameParametersAsOneRankWithGlobalBatch) {
 TEST(DataParallel, SmallBucketsGiveTheSameParameters) {
   // 4 KiB buckets: the tiny U-Net's gradients travel in many allreduces.
   expect_same_as_one_rank(4096, /*augment=*/true, "buckets");
+}
+
+// Plain SGD: its step is the gradient times the rate, so a gradient summed instead of
+// averaged (or averaged twice) over the replicas shows in the parameters and the losses.
+TEST(DataParallel, SgdGivesTheSameParametersAndLosses) {
+  expect_same_as_one_rank(int64_t{25} << 20, /*augment=*/true, "sgd", /*sync_bn=*/false, OptimizerKind::kSgd);
+}
+
+TEST(DataParallel, SgdWithSmallBucketsGivesTheSameParametersAndLosses) {
+  expect_same_as_one_rank(4096, /*augment=*/true, "sgd-buckets", /*sync_bn=*/false, OptimizerKind::kSgd);
 }
 
 // Batch norm over the global batch: the statistics and their gradients are summed over the

@@ -3,7 +3,8 @@
 # independent tools: GDAL's own gdal_polygonize.py (4-connected, like ours) for the polygon
 # counts per class, numpy for the probabilities. Tiling must not change the polygons (no
 # cuts at tile seams), single-process and run-dir (VRT mosaic, and mpirun -np 2 when given)
-# outputs must agree, and bad requests fail in one line before any inference.
+# outputs must agree — their label rasters pixel for pixel, then their polygons feature for
+# feature — and bad requests fail in one line before any inference.
 # Usage: vectorize_cli.sh TESSERA MAKE_SAMPLE [MPIEXEC]. Exit 77 (skip) without GDAL's Python.
 set -uo pipefail
 T="$1"; GEN="$2"; MPIEXEC="${3:-}"
@@ -54,13 +55,25 @@ if mode == "gdal":  # ours vs gdal_polygonize.py on the same labels, and areas v
         print(f"  class {c}: ours {k} features {a:.2f} m2, gdal_polygonize {ref[c][0]}, pixels x area {want:.2f} m2")
         ok = ok and k == ref[c][0] and abs(a - want) <= 1e-6 * want
     sys.exit(0 if ok else 1)
-if mode == "same":  # two runs: same polygons unless their labels differ (a near-tie argmax may flip)
-    la, _ = labels(sys.argv[2]); lb, _ = labels(sys.argv[4])
-    a, b = per_class(sys.argv[3]), per_class(sys.argv[5])
-    flipped = int(np.count_nonzero(la != lb))
-    ok = sorted(a) == sorted(b) and all(abs(a[c][0] - b[c][0]) <= 4 * flipped for c in a)
-    print(f"  {flipped} label pixels differ; features per class {[a[c][0] for c in sorted(a)]} vs {[b[c][0] for c in sorted(b)]}")
-    sys.exit(0 if ok else 1)
+if mode == "labels":  # two label rasters identical pixel for pixel, on the same grid
+    a, b = gdal.Open(sys.argv[2]), gdal.Open(sys.argv[3])
+    la, lb = a.GetRasterBand(1).ReadAsArray(), b.GetRasterBand(1).ReadAsArray()
+    same_grid = la.shape == lb.shape and a.GetGeoTransform() == b.GetGeoTransform() and a.GetProjection() == b.GetProjection()
+    differ = int(np.count_nonzero(la != lb)) if la.shape == lb.shape else la.size
+    print(f"  {la.shape} vs {lb.shape}, same geotransform and CRS: {same_grid}, {differ} label pixels differ")
+    sys.exit(0 if same_grid and differ == 0 else 1)
+if mode == "same":  # two vector files from equal labels: the same features, one for one
+    def features(path):
+        ds = ogr.Open(path)
+        out = []
+        for f in ds.GetLayer(0):
+            e = f.GetGeometryRef().GetEnvelope()
+            out.append((f.GetField("class_id"), round(f.GetField("area"), 6), tuple(round(v, 6) for v in e)))
+        return sorted(out)
+    a, b = features(sys.argv[2]), features(sys.argv[3])
+    only_a, only_b = len(set(a) - set(b)), len(set(b) - set(a))
+    print(f"  {len(a)} vs {len(b)} features; {only_a} only in the first, {only_b} only in the second")
+    sys.exit(0 if a == b and len(a) > 0 else 1)
 sys.exit(2)
 EOF
 # agrees_with_gdal LABELS VECTOR WHAT [FIRST_CLASS]: per class feature counts equal gdal_polygonize.py's.
@@ -70,9 +83,13 @@ agrees_with_gdal() {
   "$PY" "$W/check.py" gdal "$1" "$2" "$ref" "${4:-1}" && pass "$3: features per class = gdal_polygonize.py's, area = pixels x pixel area" \
     || fail "$3: differs from gdal_polygonize.py"
 }
-# same_polygons LABELS_A VECTOR_A LABELS_B VECTOR_B WHAT
+# same_polygons LABELS_A VECTOR_A LABELS_B VECTOR_B WHAT: the label rasters must be equal
+# pixel for pixel first (tiling and parallelism never change a label); only then are the
+# polygons compared, feature for feature (class, area, bounding box).
 same_polygons() {
-  "$PY" "$W/check.py" same "$@" && pass "$5" || fail "$5"
+  if ! "$PY" "$W/check.py" labels "$1" "$3"; then fail "$5: the label rasters differ"; return; fi
+  pass "$5: label rasters equal pixel for pixel"
+  "$PY" "$W/check.py" same "$2" "$4" && pass "$5: the same features" || fail "$5: features differ"
 }
 
 echo "== sample scene (512 px)"

@@ -2,8 +2,13 @@
 // Checkpoints: one file holding the model's parameters and buffers, the optimiser state,
 // and a JSON description (architecture, normalisation, class names, step) so that
 // `tessera infer --checkpoint` rebuilds the exact network. Written atomically: to a
-// temporary beside the target, then renamed, so a crash never leaves a broken checkpoint
-// under the real name nor overwrites a good one.
+// temporary beside the target, flushed to disk, then renamed, so a crash never leaves a
+// broken checkpoint under the real name nor overwrites a good one.
+//
+// The file is the LibTorch archive followed by a 24-byte trailer holding its length and
+// CRC-32. A reader checks both before using a byte: a damaged file (a byte changed, cut
+// short, grown) is refused whole with an Error naming it, never loaded half-way.
+// Checkpoints from before the trailer (format version 1) load with a warning.
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,12 +39,16 @@ struct LoadedCheckpoint {
   CheckpointMeta meta;
 };
 
-/// Throws tessera::Error("<path>: …") when missing, truncated or not a Tessera checkpoint.
+/// Throws tessera::Error("<path>: …") when missing, damaged (checksum), truncated or not a
+/// Tessera checkpoint.
 LoadedCheckpoint load_checkpoint(const std::string& path);
 /// Restores an optimiser built over the parameters of load_checkpoint(path).net.
 void load_optimizer_state(const std::string& path, torch::optim::Optimizer& optimizer);
 
-/// Reads only the description (cheap).
+/// Reads only the description (the whole file is still checked against its checksum).
 CheckpointMeta read_checkpoint_meta(const std::string& path);
+
+/// Throws tessera::Error("<path>: …") unless `path` is an intact, readable checkpoint.
+void verify_checkpoint(const std::string& path);
 
 }  // namespace tessera

@@ -15,7 +15,8 @@
 namespace tessera {
 
 struct InferenceOptions {
-  int64_t tile = 512;     ///< inset side S; a multiple of the model's alignment 2^(L-1)
+  int64_t tile = 512;     ///< inset side S; a multiple of the model's alignment 2^(L-1), clamped per
+                          ///< axis to the image (tile_grid.hpp); `tessera infer` picks it (tile_choice.hpp)
   int batch = 1;          ///< tiles per forward pass
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread

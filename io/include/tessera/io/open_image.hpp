@@ -1,6 +1,7 @@
 #pragma once
 // Chooses the reader for a path: a folder is a DICOM series; .nii/.nii.gz/.nrrd/.nhdr/
-// .mha/.mhd are ITK volumes; anything else goes to GDAL.
+// .mha/.mhd are ITK volumes; a DICOM file (.dcm, .dicom, or "DICM" at byte 128) is read as
+// the series it belongs to; anything else goes to GDAL.
 #include <memory>
 #include <string>
 

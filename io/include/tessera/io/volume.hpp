@@ -1,7 +1,9 @@
 #pragma once
 // CT / MR volumes through ITK: NIfTI (.nii, .nii.gz), NRRD (.nrrd, .nhdr), MetaImage
 // (.mha, .mhd) and DICOM series (a folder; GDCM, slices sorted by position, rescale
-// slope/intercept applied so CT values are Hounsfield units). ITK types stay in io/src.
+// slope/intercept applied so CT values are Hounsfield units; one DICOM file is read as the
+// series it belongs to in its folder). A 2-D file is a one-slice volume; 4-D files with more
+// than one time point are refused. ITK types stay in io/src.
 // The volume is loaded once and tiled in memory. Geometry (spacing, origin, direction,
 // LPS mm, ITK axis order x, y, z) is carried to every output.
 #include <memory>
@@ -13,7 +15,9 @@ namespace tessera::io {
 
 class VolumeReader final : public ImageSource {
  public:
-  /// Throws tessera::Error("<path>: <problem>") for missing, truncated or empty input.
+  /// Throws tessera::Error("<path>: <problem>") for missing, truncated or empty input, and,
+  /// before reading any voxel, for zero, negative or non-finite spacing, vector voxels, more
+  /// than one time point, or a header claiming more voxels than the file holds or memory fits.
   explicit VolumeReader(const std::string& path);
   ~VolumeReader() override;
   VolumeReader(const VolumeReader&) = delete;

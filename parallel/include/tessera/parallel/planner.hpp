@@ -140,6 +140,22 @@ struct StageMemoryOptions {
 /// comment), excluding the per-process baseline.
 int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o);
 
+/// Forward-only tiled inference of the whole network in one process (core/inference.hpp, no
+/// autograd): predicted peak bytes, per-process baseline excluded, for `batch` tiles of inset
+/// `steps` per axis (a tile clamped to a thin image is no cube; each axis reads step + r + 2ε).
+/// The network's share is stage_bytes()' inference model for one stage holding every layer
+/// (weights + per tile the largest working set: a layer's input and output and the skips
+/// alive at it); beside it the tiled loop holds the input windows of this batch and of the
+/// next (read ahead), their stacked and channels-last copies, and the logits it hands on.
+/// Those tensors are multiplied by kInferenceAllocatorSlack. Throws tessera::Error when the
+/// network cannot take a side.
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch);
+/// Peak resident bytes above the baseline per byte of tensors alive at once, measured for
+/// `tessera infer` (LibTorch 1.13 CPU, glibc malloc, 2-D and 3-D, tiles 40 … 2048): 1.3 with one
+/// tile, up to 2.8 with many — oneDNN reorders and workspaces, and the allocator keeping the
+/// blocks of earlier tiles. The upper end, so a budget holds.
+inline constexpr double kInferenceAllocatorSlack = 3.0;
+
 /// Min-max partition of stage_bytes: the memory-aware balance.
 Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o);
 

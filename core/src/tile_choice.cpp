@@ -1,0 +1,182 @@
+#include "tessera/core/tile_choice.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/tile_grid.hpp"
+
+namespace tessera {
+namespace {
+
+int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+// "40³" for a cube, "1×64×64" otherwise.
+std::string format_extent(const Index& extent) {
+  if (std::all_of(extent.begin(), extent.end(), [&](int64_t n) { return n == extent.front(); }))
+    return std::to_string(extent.front()) + (extent.size() == 3 ? "³" : "²");
+  std::string s;
+  for (size_t a = 0; a < extent.size(); ++a) s += (a ? "×" : "") + std::to_string(extent[a]);
+  return s;
+}
+
+int64_t tile_count(const Index& extent, const Index& steps) {
+  int64_t n = 1;
+  for (size_t a = 0; a < extent.size(); ++a) n *= (extent[a] + steps[a] - 1) / steps[a];
+  return n;
+}
+
+// The smallest aligned side cutting each axis into as many tiles as `steps` do: the same
+// tiles, evenly sized, so the last one pads the image less (and needs no more memory).
+int64_t balanced_side(const Index& extent, const Index& steps, int64_t alignment) {
+  int64_t side = alignment;
+  for (size_t a = 0; a < extent.size(); ++a) {
+    const int64_t tiles = (extent[a] + steps[a] - 1) / steps[a];
+    side = std::max(side, round_up((extent[a] + tiles - 1) / tiles, alignment));
+  }
+  return side;
+}
+
+// The prediction, or "does not fit" when the network cannot take the side.
+int64_t predict(const TileMemoryModel& model, const Index& steps) {
+  try {
+    return model(steps);
+  } catch (const Error&) {
+    return std::numeric_limits<int64_t>::max();
+  }
+}
+
+TileChoice fixed_tile(const TileChoiceOptions& o, const Index& extent, int64_t alignment) {
+  if (o.tile % alignment != 0)
+    throw Error("--tile " + std::to_string(o.tile) + ": must be a positive multiple of " + std::to_string(alignment) +
+                " for this model (its pooling grid); try " +
+                std::to_string(std::max(alignment, o.tile / alignment * alignment)) + " or --tile auto");
+  TileChoice c;
+  c.steps = clamped_steps(extent, o.tile, alignment);
+  c.tile = *std::max_element(c.steps.begin(), c.steps.end());
+  c.reason = "--tile " + std::to_string(o.tile);
+  if (c.steps != Index(extent.size(), o.tile))
+    c.reason += " clamped to the image, " + format_extent(extent) + " rounded up to " + std::to_string(alignment);
+  return c;
+}
+
+}  // namespace
+
+void TileChoiceOptions::validate() const {
+  if (tile < 0) throw Error("--tile " + std::to_string(tile) + ": must be 'auto' or a positive inset side");
+  if (memory_budget < 0) throw Error("--memory-budget: must be > 0 bytes");
+  if (min_tiles < 1) throw Error("tile choice: min_tiles must be >= 1, got " + std::to_string(min_tiles));
+}
+
+int64_t parse_tile_option(const std::string& text) {
+  if (text == "auto") return 0;
+  size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v <= 0)
+    throw Error("--tile '" + text + "': give 'auto' or a positive inset side in pixels (e.g. 256)");
+  return v;
+}
+
+int64_t parse_memory_size(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  unit.erase(0, unit.find_first_not_of(' '));
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (!unit.empty() && unit.back() == 'B' && unit.size() > 1) unit.pop_back();  // "GB" → "G", "B" stays
+  if (unit.size() == 2 && unit.back() == 'I') unit.pop_back();                 // "GI" (GiB) → "G"
+  const std::string units = "BKMGT";
+  const size_t power = unit.empty() ? 2 : units.find(unit);  // bare number: MiB
+  if (used == 0 || unit.size() > 1 || power == std::string::npos || !(v > 0) || !std::isfinite(v))
+    throw Error("--memory-budget '" + text + "': give a size such as 2GiB, 512MiB or a number of MiB");
+  const double bytes = v * std::pow(1024.0, double(power));
+  if (bytes < 1 || bytes > 9e18) throw Error("--memory-budget '" + text + "': out of range");
+  return static_cast<int64_t>(bytes);
+}
+
+std::string format_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : (v < 10 ? "%.1f %s" : "%.0f %s"), v, units[u]);
+  return buf;
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(13)) * 1024;
+  throw Error("/proc/meminfo: no MemAvailable field; give --memory-budget");
+}
+
+int64_t default_memory_budget(int ranks_on_node) {
+  return static_cast<int64_t>(kDefaultMemoryShare * double(available_memory_bytes()) / std::max(1, ranks_on_node));
+}
+
+std::string TileChoice::summary() const {
+  std::string sides;
+  if (std::all_of(steps.begin(), steps.end(), [&](int64_t s) { return s == steps.front(); }))
+    sides = std::to_string(steps.front());
+  else
+    for (size_t a = 0; a < steps.size(); ++a) sides += (a ? "×" : "") + std::to_string(steps[a]);
+  return "tile " + sides + " (" + reason + ")";
+}
+
+TileChoice choose_tile(const TileChoiceOptions& o, const Index& extent, int64_t alignment,
+                       const TileMemoryModel& predicted_bytes) {
+  o.validate();
+  TESSERA_CHECK(alignment >= 1 && !extent.empty());
+  if (o.tile > 0) return fixed_tile(o, extent, alignment);
+
+  TileChoice c;
+  c.budget_bytes = o.memory_budget > 0 ? o.memory_budget : default_memory_budget();
+  const int64_t top = round_up(*std::max_element(extent.begin(), extent.end()), alignment);
+  const std::string budget = format_bytes(c.budget_bytes) + " budget";
+  // Largest first: memory grows with the side, so the first that fits is the largest.
+  bool tiles_bind = false;
+  for (int64_t s = top; s >= alignment; s -= alignment) {
+    const Index steps = clamped_steps(extent, s, alignment);
+    if (s < top && steps == clamped_steps(extent, s + alignment, alignment)) continue;  // same tile
+    if (tile_count(extent, steps) < o.min_tiles && s > alignment) {
+      tiles_bind = true;
+      continue;
+    }
+    if (predict(predicted_bytes, steps) > c.budget_bytes) continue;
+    c.tile = balanced_side(extent, steps, alignment);
+    c.steps = clamped_steps(extent, c.tile, alignment);
+    c.predicted_bytes = predict(predicted_bytes, c.steps);
+    const int64_t bytes = c.predicted_bytes;
+    if (s == top)
+      c.reason = "auto: whole image, " + format_extent(extent) + " rounded up to " + std::to_string(alignment) +
+                 ", predicted " + format_bytes(bytes) + " of the " + budget;
+    else if (tiles_bind && predict(predicted_bytes, clamped_steps(extent, s + alignment, alignment)) <= c.budget_bytes)
+      c.reason = "auto: largest leaving " + std::to_string(o.min_tiles) + " tiles, one per rank, predicted " +
+                 format_bytes(bytes) + " of the " + budget;
+    else
+      c.reason = "auto: largest fitting the " + budget + ", predicted " + format_bytes(bytes);
+    return c;
+  }
+  c.steps = clamped_steps(extent, alignment, alignment);
+  c.tile = alignment;
+  c.predicted_bytes = predict(predicted_bytes, c.steps);
+  c.reason = "auto: smallest tile; predicted " + format_bytes(c.predicted_bytes) + " exceeds the " + budget;
+  return c;
+}
+
+}  // namespace tessera

@@ -1,0 +1,31 @@
+#pragma once
+// Checks of volume files that ITK does not make (internal to io/src; see volume.cpp).
+// Each names the file; none allocates in proportion to what a header claims.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <itkImageIOBase.h>
+
+namespace tessera::io::detail {
+
+/// Throws tessera::Error("<path>: ...") unless the header (after ReadImageInformation)
+/// describes scalar voxels, at most 3 non-trivial dimensions, positive finite spacing, and a
+/// size whose reading fits in this machine's memory.
+void check_header(const std::string& path, const itk::ImageIOBase& io);
+/// A MetaImage header line whose field name would overflow MetaIO's fixed buffer (read
+/// before ITK, which would crash).
+std::optional<std::string> metaimage_header_problem(const std::string& path);
+/// NRRD "spacings:" that are zero or negative (read before ITK, whose Teem error path leaks).
+std::optional<std::string> nrrd_spacing_problem(const std::string& path);
+/// Voxel data that is shorter than the header says or damaged (NIfTI, MetaImage, attached
+/// raw or gzip NRRD); nullopt when fine or not checkable (ITK then reports it itself).
+std::optional<std::string> payload_problem(const std::string& path, const itk::ImageIOBase& io);
+/// The non-finite voxels of a float NIfTI file, by index in ITK's buffer order (niftilib
+/// replaces them by 0 on reading); empty when there are none.
+std::vector<bool> nifti_nonfinite_voxels(const std::string& path, uint64_t voxels);
+/// ASCII lower case.
+std::string lower(std::string s);
+
+}  // namespace tessera::io::detail
