@@ -141,24 +141,4 @@ torch::Tensor infer_logits(UNet& net, const ImageSource& source, const Normaliza
   return out;
 }
 
-torch::Tensor forward_whole_image(UNet& net, const ImageSource& source, const Normalization& norm, int64_t tile) {
-  const UNetOptions& model = net->options();
-  const TileGrid grid = make_tile_grid(model, source.info().extent, tile);
-  const int d = grid.dims();
-  Box padded{Index(d, -grid.options().halo), Index(d)};
-  for (int a = 0; a < d; ++a) padded.size[a] = grid.counts()[a] * grid.steps()[a] + grid.options().remainder + 2 * grid.options().halo;
-  net->eval();
-  c10::InferenceMode guard;
-  Window w = read_window(source, padded, norm);
-  torch::Tensor logits = net->forward(w.values.unsqueeze(0))[0];
-  Box covered = padded;
-  if (model.padding == Padding::kValid) {
-    for (int a = 0; a < d; ++a) {
-      covered.origin[a] += grid.options().halo;
-      covered.size[a] -= 2 * grid.options().halo;
-    }
-  }
-  return crop_inset(logits, covered, Box{Index(d, 0), source.info().extent}).clone();
-}
-
 }  // namespace tessera

@@ -59,9 +59,4 @@ InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normali
 torch::Tensor infer_logits(UNet& net, const ImageSource& source, const Normalization& norm,
                            const InferenceOptions& options);
 
-/// The reference: one forward pass over the whole reflect-padded image, cropped to the
-/// image. Its padded size is what tiling with inset `tile` implies. Small images only.
-torch::Tensor forward_whole_image(UNet& net, const ImageSource& source, const Normalization& norm,
-                                  int64_t tile);
-
 }  // namespace tessera

@@ -9,7 +9,8 @@
 // (kAverage: floating types only). Every call is collective over the group (send/recv are
 // point to point) and must be made in the same order on every rank. Every blocking call has
 // a deadline (TESSERA_COLLECTIVE_TIMEOUT seconds, default 300): past it the call throws
-// tessera::Error naming the rank and the operation, and the caller aborts the job.
+// tessera::Error naming the rank, the operation and (MPI backend) the ranks it waited for,
+// and the caller aborts the job.
 // Not thread safe: one thread per communicator.
 #include <memory>
 #include <string>
