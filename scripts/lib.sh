@@ -9,6 +9,8 @@ tessera_setup() {
   "$TESSERA_ROOT/scripts/setup.sh"
   export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
   export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-8G}"
+  # Paths below the checkout are hashed relative to it, so another clone hits the same cache.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$TESSERA_ROOT}"
   # Under mpirun as root on a small machine.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }

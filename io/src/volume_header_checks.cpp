@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -321,13 +322,39 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
   constexpr size_t kMaxFieldName = 200;
   std::ifstream f(path, std::ios::binary);
   std::string line;
+  // NDims and DimSize must agree: with NDims = 0 (or a DimSize of another length) ITK sizes
+  // its buffer from one and MetaIO reads the voxels by the other, past the buffer's end
+  // (found by tests/fuzz/fuzz_volume; regressions/volume/metaio_zero_dims.mha).
+  long ndims = -1;
+  long dim_sizes = -1;
   for (int number = 1; number <= 1000 && std::getline(f, line); ++number) {
     const size_t end = std::min(line.find_first_of("=:"), line.size());
     if (end > kMaxFieldName)
       return "MetaImage header line " + std::to_string(number) + " has no 'name = value' form (a field name of " +
              std::to_string(end) + " bytes)";
-    if (lower(line).rfind("elementdatafile", 0) == 0) break;  // the header ends here
+    std::string name = lower(line.substr(0, end));
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+    const std::string value = end < line.size() ? line.substr(end + 1) : std::string();
+    if (name == "ndims") {
+      char* rest = nullptr;
+      ndims = std::strtol(value.c_str(), &rest, 10);
+      if (ndims < 1 || ndims > 10)
+        return "MetaImage header line " + std::to_string(number) + ": NDims must be 1 to 10, not '" + value + "'";
+    } else if (name == "dimsize") {
+      std::istringstream values(value);
+      long n = 0, count = 0;
+      while (values >> n) {
+        if (n < 1) return "MetaImage header line " + std::to_string(number) + ": every DimSize must be positive";
+        ++count;
+      }
+      dim_sizes = count;
+    }
+    if (name == "elementdatafile") break;  // the header ends here
   }
+  if (ndims < 1) return "MetaImage header has no NDims";
+  if (dim_sizes != ndims)
+    return "MetaImage header has NDims = " + std::to_string(ndims) + " but " +
+           (dim_sizes < 0 ? std::string("no DimSize") : std::to_string(dim_sizes) + " DimSize values");
   return std::nullopt;
 }
 

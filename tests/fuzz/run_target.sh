@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # run_target.sh FUZZER SECONDS CORPUS FINDINGS SEEDS [MORE_SEED_DIRS...]
+# SECONDS 0 replays the seed folders once (no mutation, CORPUS untouched) and fails on any finding.
 # Runs one libFuzzer target for SECONDS on CORPUS (kept and grown between runs) plus the
 # seed folders, with bounded memory (-rss_limit_mb, -malloc_limit_mb) and time per input
 # (-timeout). A crash, leak, timeout or out-of-memory input is saved under FINDINGS and
@@ -18,5 +19,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$here/../sanitizers/lsan.supp}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:suppressions=$here/../sanitizers/ubsan.supp}"
+if [[ $seconds == 0 ]]; then  # replay: every seed and regression once, nothing mutated
+  exec "$fuzzer" -runs=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=60 -max_len=65536 \
+    -artifact_prefix="$findings/replay-" "${seed_dirs[@]}"
+fi
 exec "$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=30 \
   -max_len=65536 -print_final_stats=1 -artifact_prefix="$findings/" ${FUZZ_FLAGS:-} "$corpus" "${seed_dirs[@]}"
