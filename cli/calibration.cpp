@@ -5,6 +5,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::cli {
 
@@ -27,13 +28,7 @@ nlohmann::json read_calibration(const fs::path& path) {
 }
 
 void write_calibration(const fs::path& path, const nlohmann::json& j) {
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!(out << j.dump(2) << '\n' << std::flush)) throw Error(tmp.string() + ": cannot write the calibration");
-  }
-  fs::rename(tmp, path);
+  write_file_atomically(path.string(), {j.dump(2), "\n"});  // makes the folder too
 }
 
 ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path, const std::string& preset,

@@ -40,7 +40,7 @@
 #include "bench_pipeline.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/process_memory.hpp"
+#include "tessera/run/process_memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/pipeline.hpp"

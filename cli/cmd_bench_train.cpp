@@ -12,6 +12,7 @@
 #include "bench_common.hpp"
 #include "child_process.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/run/run_writer.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -35,12 +36,9 @@ double median(std::vector<double> v) {
 
 // Median seconds per step from metrics.jsonl (elapsed_s differences; the first step, which
 // includes start-up, is left out as the reference does).
-double median_step_seconds(const fs::path& metrics) {
-  std::ifstream in(metrics);
-  if (!in) throw Error(metrics.string() + ": no metrics written");
+double median_step_seconds(const std::string& metrics) {
   std::vector<double> elapsed;
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) elapsed.push_back(nlohmann::json::parse(line).at("elapsed_s").get<double>());
+  for (const StepMetrics& m : read_metrics(metrics).steps) elapsed.push_back(m.elapsed_s);
   std::vector<double> steps;
   for (size_t i = 1; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
   return median(steps);
@@ -57,7 +55,7 @@ double tessera_step_seconds(const Flags& f, const fs::path& config, const fs::pa
   if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
   const ChildResult t = run_child(cmd, true);
   if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
-  return median_step_seconds(run / "metrics.jsonl");
+  return median_step_seconds(RunLayout(run.string()).metrics());
 }
 
 // One ref_ddp.py run; its median DDP step seconds.

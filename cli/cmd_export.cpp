@@ -13,14 +13,13 @@
 // `export --example-input IN.pt --example-output OUT.pt` also runs the network (eval mode)
 // on a seeded random input and saves input and logits, so a Python port can be checked
 // against Tessera on the same numbers (tests/export/).
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include <caffe2/serialize/inline_container.h>
 #include <nlohmann/json.hpp>
@@ -32,6 +31,9 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/pickle.hpp"
+#include "tessera/run/run_writer.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -57,49 +59,26 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 // model.json beside model.pt unless given.
 std::string default_arch(const std::string& weights) { return fs::path(weights).replace_extension(".json").string(); }
 
-// Temporary beside the target, then rename: a crash never leaves half a file under the name.
-void write_atomically(const std::string& path, const std::string& what, const char* data, size_t size) {
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const std::string tmp = path + ".partial-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(data, static_cast<std::streamsize>(size));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(tmp, ignored);
-      throw Error(path + ": cannot write " + what);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot write " + what + " (" + ec.message() + ")");
-  }
-}
-
-void save_tensor_file(const std::string& path, const c10::IValue& value, const std::string& what) {
+// Staged (tessera/run/staged_file.hpp): a crash never leaves half a file under the name.
+void save_tensor_file(const std::string& path, const c10::IValue& value) {
   const std::vector<char> bytes = torch::pickle_save(value);
-  write_atomically(path, what, bytes.data(), bytes.size());
+  write_file_atomically(path, {std::string_view(bytes.data(), bytes.size())});
 }
 
 // ---- model.json ------------------------------------------------------------------------
 
+// The checkpoint's description (checkpoint.hpp's JSON) plus what a Python reader needs to
+// choose inputs; the trainer's private resume state stays out.
 nlohmann::json arch_to_json(const CheckpointMeta& m) {
   const UNetOptions& o = m.model;
-  nlohmann::json j;
+  nlohmann::json j = m;
+  j.erase("trainer_state");
   j["format"] = kArchFormat;
   j["version"] = kArchVersion;
-  j["model"] = o;
   j["layout"] = o.dims == 2 ? "NCHW" : "NCDHW";
   // For the caller choosing input sizes; derived, ignored on import.
   j["geometry"] = {{"halo", unet_halo(o)}, {"alignment", unet_alignment(o)}, {"remainder", unet_remainder(o)}};
-  j["normalization"] = {{"offset", m.norm.offset}, {"scale", m.norm.scale}, {"formula", "x' = (x - offset) / scale"}};
-  j["class_names"] = m.class_names;
-  j["step"] = m.step;
-  j["epoch"] = m.epoch;
+  j["normalization"]["formula"] = "x' = (x - offset) / scale";
   return j;
 }
 
@@ -114,12 +93,8 @@ CheckpointMeta arch_from_json(const std::string& path) {
     if (j.at("version").get<int>() > kArchVersion)
       throw Error(path + ": model description version " + std::to_string(j.at("version").get<int>()) +
                   " is newer than this build understands (" + std::to_string(kArchVersion) + ")");
-    m.model = j.at("model").get<UNetOptions>();
-    m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
-    m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
-    m.class_names = j.at("class_names").get<std::vector<std::string>>();
-    m.step = j.value("step", int64_t{0});
-    m.epoch = j.value("epoch", int64_t{0});
+    m = j.get<CheckpointMeta>();
+    m.trainer_state.clear();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": model description is damaged (" + first_line(e.what()) + ")");
   } catch (const Error& e) {
@@ -151,121 +126,6 @@ std::vector<std::pair<std::string, torch::Tensor>> named_state(UNet& net) {
   return out;
 }
 
-// LibTorch 1.13's unpickler turns a call of collections.OrderedDict into None (it expects
-// one only as a tensor's empty backward hooks) and knows neither SETITEM nor BUILD on a
-// dict, so what `torch.save(net.state_dict(), path)` writes does not load
-// (pytorch/pytorch#100741, fixed in PyTorch 2.6). Such a pickle opens with
-//   PROTO 2, GLOBAL 'collections OrderedDict', BINPUT 0, EMPTY_TUPLE, REDUCE,
-// calls the class again as `BINGET 0, EMPTY_TUPLE, REDUCE`, and closes with the state
-// {'_metadata': module versions} and BUILD, STOP. Rewritten opcode by opcode, following
-// where each stack entry begins: every call of the class becomes EMPTY_DICT (memo 0 is
-// never read again), `key value SETITEM` becomes `MARK key value SETITEMS`, and the state
-// and BUILD are dropped. Any other pickle, or one holding an opcode this walk does not
-// know, is left as it is for the unpickler to judge.
-std::string plain_dict_pickle(const std::string& pkl) {
-  static const std::string head =
-      std::string("\x80\x02", 2) + "ccollections\nOrderedDict\nq" + std::string(1, '\0') + ")R";
-  if (pkl.compare(0, head.size(), head) != 0) return pkl;
-  std::string out = std::string("\x80\x02}q", 4) + std::string(1, '\0');
-  // Output offset where each stack entry (or MARK) begins.
-  struct Entry {
-    size_t start;
-    bool mark;
-  };
-  std::vector<Entry> stack{{2, false}};
-  auto pop = [&](size_t n) {
-    if (stack.size() < n) return false;
-    stack.resize(stack.size() - n);
-    return true;
-  };
-  auto pop_to_mark = [&] {  // removes the MARK too; returns its start
-    while (!stack.empty() && !stack.back().mark) stack.pop_back();
-    if (stack.empty()) return std::string::npos;
-    const size_t start = stack.back().start;
-    stack.pop_back();
-    return start;
-  };
-  for (size_t i = head.size(); i < pkl.size();) {
-    const unsigned char op = static_cast<unsigned char>(pkl[i]);
-    const size_t at = out.size();
-    size_t arg = 0;  // bytes after the opcode
-    auto length_at = [&](size_t pos, size_t width) {
-      uint32_t v = 0;
-      if (pos + width <= pkl.size()) std::memcpy(&v, pkl.data() + pos, width);  // little endian
-      return width + size_t{v};
-    };
-    // Stack effect: pushes after `pops` pops (0x85..0x87, R and Q keep the first's start).
-    switch (op) {
-      case 'h':
-        if (pkl.compare(i + 1, 3, std::string(1, '\0') + ")R") == 0) {  // OrderedDict()
-          out += '}';
-          stack.push_back({at, false});
-          i += 4;
-          continue;
-        }
-        arg = 1;
-        stack.push_back({at, false});
-        break;
-      case ')': case ']': case '}': case 'N': case 0x88: case 0x89:
-        stack.push_back({at, false});
-        break;
-      case 'K': arg = 1; stack.push_back({at, false}); break;
-      case 'M': arg = 2; stack.push_back({at, false}); break;
-      case 'j': case 'J': arg = 4; stack.push_back({at, false}); break;
-      case 'G': arg = 8; stack.push_back({at, false}); break;
-      case 'X': case 'T': case 'B': arg = length_at(i + 1, 4); stack.push_back({at, false}); break;
-      case 'U': case 'C': case 0x8a: arg = length_at(i + 1, 1); stack.push_back({at, false}); break;
-      case 'c': {
-        const size_t a = pkl.find('\n', i + 1), b = a == std::string::npos ? a : pkl.find('\n', a + 1);
-        if (b == std::string::npos) return pkl;
-        arg = b - i;
-        stack.push_back({at, false});
-        break;
-      }
-      case 'q': arg = 1; break;
-      case 'r': arg = 4; break;
-      case '(': stack.push_back({at, true}); break;
-      case 't': {
-        const size_t start = pop_to_mark();
-        if (start == std::string::npos) return pkl;
-        stack.push_back({start, false});
-        break;
-      }
-      case 'u': case 'e':
-        if (pop_to_mark() == std::string::npos) return pkl;
-        break;
-      case 0x85: case 0x86: case 0x87: case 'R': case 'Q': {
-        const size_t n = op == 0x85 || op == 'Q' ? 1 : op == 0x87 ? 3 : 2;
-        if (stack.size() < n) return pkl;
-        const size_t start = stack[stack.size() - n].start;
-        pop(n);
-        stack.push_back({start, false});
-        break;
-      }
-      case 's': {  // dict key value → MARK before the key, SETITEMS
-        if (stack.size() < 3) return pkl;
-        out.insert(stack[stack.size() - 2].start, 1, '(');
-        out += 'u';
-        pop(2);
-        i += 1;
-        continue;
-      }
-      case 'b':  // dict state BUILD: drop the state
-        if (stack.size() != 2 || i + 2 != pkl.size() || pkl[i + 1] != '.') return pkl;
-        out.resize(stack.back().start);
-        return out + '.';
-      case '.':
-        return out + '.';
-      default:
-        return pkl;  // an opcode outside this walk
-    }
-    if (i + 1 + arg > pkl.size()) return pkl;
-    out.append(pkl, i, 1 + arg);
-    i += 1 + arg;
-  }
-  return pkl;
-}
-
 /// A dict of tensors written by Python's torch.save or torch::pickle_save.
 std::vector<std::pair<std::string, torch::Tensor>> read_weights(const std::string& path) {
   if (!fs::is_regular_file(path)) throw Error(path + ": no such weights file");
@@ -275,7 +135,7 @@ std::vector<std::pair<std::string, torch::Tensor>> read_weights(const std::strin
     caffe2::serialize::PyTorchStreamReader reader(path);
     if (!reader.hasRecord("data.pkl")) throw Error(path + ": not a torch.save file (no data.pkl inside)" + hint);
     auto [pkl_ptr, pkl_size] = reader.getRecord("data.pkl");
-    const std::string pkl = plain_dict_pickle(std::string(static_cast<const char*>(pkl_ptr.get()), pkl_size));
+    const std::string pkl = io::plain_dict_pickle(std::string(static_cast<const char*>(pkl_ptr.get()), pkl_size));
     size_t pos = 0;
     auto read = [&](char* buf, size_t n) {
       n = std::min(n, pkl.size() - pos);
@@ -331,9 +191,9 @@ void run_export(const ExportFlags& f) {
     state.insert(name, t.detach().to(torch::kCPU).contiguous().clone());
     values += t.numel();
   }
-  save_tensor_file(f.out, c10::IValue(state), "weights");
+  save_tensor_file(f.out, c10::IValue(state));
   const std::string json = arch_to_json(ck.meta).dump(2) + "\n";
-  write_atomically(arch, "model description", json.data(), json.size());
+  write_file_atomically(arch, {json});
   const UNetOptions& o = ck.meta.model;
   std::printf("%s: %zu tensors, %lld values (%d-D U-Net L=%d f=%d, %s padding, %s norm, %s decoder)\n%s: architecture\n",
               f.out.c_str(), state.size(), (long long)values, o.dims, o.levels, o.base_filters,
@@ -353,8 +213,8 @@ void run_export(const ExportFlags& f) {
     torch::NoGradGuard no_grad;
     y = ck.net->forward(x).contiguous();
   }
-  save_tensor_file(f.example_input, c10::IValue(x), "example input");
-  save_tensor_file(f.example_output, c10::IValue(y), "example logits");
+  save_tensor_file(f.example_input, c10::IValue(x));
+  save_tensor_file(f.example_output, c10::IValue(y));
   std::printf("%s: example input %s (seed %llu)\n%s: logits %s\n", f.example_input.c_str(), shape_str(x.sizes()).c_str(),
               (unsigned long long)f.example_seed, f.example_output.c_str(), shape_str(y.sizes()).c_str());
 }
@@ -389,7 +249,7 @@ void run_import(const ImportFlags& f) {
     torch::NoGradGuard no_grad;
     for (auto& [name, target] : expected) target.copy_(given.at(name).to(torch::kCPU, torch::kFloat));
   }
-  save_checkpoint(f.out, net, meta);
+  write_checkpoint_file(f.out, checkpoint_bytes(net, meta));
   std::printf("%s: checkpoint of a %d-D U-Net from %zu tensors in %s\n", f.out.c_str(), meta.model.dims,
               expected.size(), f.weights.c_str());
 }

@@ -24,7 +24,7 @@
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/probability_raster.hpp"
 #include "tessera/io/vector_export.hpp"
-#include "tessera/core/process_memory.hpp"
+#include "tessera/run/process_memory.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/planner.hpp"
 #include "tessera/parallel/runtime.hpp"

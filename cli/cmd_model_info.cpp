@@ -55,16 +55,20 @@ void print_list(bool json) {
 // without the U-Net arithmetic.
 void print_plugin_model(const ModelFlags& flags, bool json) {
   const ModelRegistry r = registry_with_plugins();
+  // The plugin API's names for the UNetOptions flags given.
+  auto number = [&](const char* key) -> std::optional<int> {
+    if (const auto text = flags.given(key)) return std::stoi(*text);
+    return std::nullopt;
+  };
   ModelOptions o;
-  o.dims = flags.dims;
-  o.in_channels = flags.in_channels;
-  o.classes = flags.classes;
-  o.filters = flags.filters;
-  o.levels = flags.levels;
-  if (flags.convs) o.with("convs", std::to_string(*flags.convs));
-  if (flags.norm) o.with("norm", *flags.norm);
-  if (flags.padding) o.with("padding", *flags.padding);
-  if (flags.decoder) o.with("decoder", *flags.decoder);
+  o.dims = number("dims");
+  o.in_channels = number("in_channels");
+  o.classes = number("classes");
+  o.filters = number("base_filters");
+  o.levels = number("levels");
+  for (const auto& [key, plugin_key] : {std::pair{"convs_per_level", "convs"}, {"kernel", "kernel"}, {"norm", "norm"},
+                                        {"padding", "padding"}, {"decoder", "decoder"}})
+    if (const auto text = flags.given(key)) o.with(plugin_key, *text);
   const ModelEntry& entry = r.model(flags.preset);
   const ModelHandle model = r.create(flags.preset, o);
   int64_t params = 0;

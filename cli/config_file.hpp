@@ -6,7 +6,9 @@
 // reject_unknown_keys() then walks the document and refuses the first key nobody asked for,
 // naming the file, the line and the closest known key:
 //   run.yaml:7: unknown key 'train.learnig_rate' (did you mean 'learning_rate'?)
-// So the list of known keys is the reading code itself, never a second copy.
+// So the list of known keys is the reading code itself, never a second copy: for `tessera
+// train` that is the field declarations of the options structs (tessera/core/options_binding.hpp,
+// train_config.hpp), read through YamlFieldReader (options_yaml.hpp).
 //
 // Every failure (unreadable file, malformed YAML, wrong type, unknown or duplicate key) is a
 // tessera::Error whose message starts with "FILE:LINE:" (lines 1-based); nothing else is

@@ -1,22 +1,27 @@
 #pragma once
-// The model flags shared by model-info, infer and bench: a preset plus overrides.
+// The model flags shared by model-info, infer, plan and bench: a preset plus overrides, one
+// flag per UNetOptions field named after its key (options_binding.hpp): --dims,
+// --in-channels, --classes, --levels, --convs-per-level (also --convs), --base-filters (also
+// --filters), --kernel, --padding, --norm, --decoder.
 #include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "options_cli.hpp"
 #include "tessera/core/unet_spec.hpp"
 
 namespace tessera::cli {
 
 struct ModelFlags {
   std::string preset = "unet-tiny";
-  std::optional<int> levels, convs, filters, classes, in_channels, dims;
-  std::optional<std::string> padding, norm, decoder;
+  FlagOverrides<UNetOptions> overrides;
 
   void add_to(CLI::App* cmd);
   /// The preset with every given override applied, validated.
   UNetOptions resolve() const;
+  /// The text of the flag for a UNetOptions key ("base_filters"), when given.
+  std::optional<std::string> given(const std::string& key) const { return overrides.given(key); }
 };
 
 }  // namespace tessera::cli

@@ -1,10 +1,7 @@
 #include "tessera/core/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -61,35 +58,10 @@ std::string trailer_for(const std::string& archive) {
   return t;
 }
 
-// Writes `parts` to `path` and flushes them to the disk before returning, so that the
-// rename that follows never publishes a file whose bytes are still in flight.
-void write_durably(const std::string& path, std::initializer_list<const std::string*> parts) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw Error(std::strerror(errno));
-  for (const std::string* part : parts)
-    for (size_t done = 0; done < part->size();) {
-      const ssize_t n = ::write(fd, part->data() + done, part->size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int e = errno;
-        ::close(fd);
-        throw Error(std::strerror(e));
-      }
-      done += static_cast<size_t>(n);
-    }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) throw Error(std::strerror(errno));
-}
-
 std::string meta_to_json(const CheckpointMeta& m) {
-  nlohmann::json j;
+  nlohmann::json j = m;
   j["format"] = "tessera-checkpoint";
   j["version"] = kFormatVersion;
-  j["model"] = m.model;
-  j["normalization"] = {{"offset", m.norm.offset}, {"scale", m.norm.scale}};
-  j["class_names"] = m.class_names;
-  j["step"] = m.step;
-  j["epoch"] = m.epoch;
-  if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
   return j.dump();
 }
 
@@ -107,14 +79,7 @@ Description meta_from_json(const std::string& path, const std::string& text) {
     if (d.version > kFormatVersion)
       throw Error(path + ": checkpoint format version " + std::to_string(d.version) +
                   " is newer than this build understands (" + std::to_string(kFormatVersion) + ")");
-    CheckpointMeta& m = d.meta;
-    m.model = j.at("model").get<UNetOptions>();
-    m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
-    m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
-    m.class_names = j.at("class_names").get<std::vector<std::string>>();
-    m.step = j.at("step");
-    m.epoch = j.at("epoch");
-    if (j.contains("trainer_state")) m.trainer_state = j.at("trainer_state").get<std::string>();
+    d.meta = j.get<CheckpointMeta>();
     return d;
   } catch (const nlohmann::json::exception& e) {
     throw Error(path + ": checkpoint description is damaged (" + e.what() + ")");
@@ -193,39 +158,31 @@ OpenCheckpoint open_checkpoint(const std::string& path) {
 
 }  // namespace
 
-void to_json(nlohmann::json& j, const UNetOptions& o) {
-  j = {{"dims", o.dims},
-       {"in_channels", o.in_channels},
-       {"classes", o.classes},
-       {"levels", o.levels},
-       {"convs_per_level", o.convs_per_level},
-       {"base_filters", o.base_filters},
-       {"kernel", o.kernel},
-       {"padding", to_string(o.padding)},
-       {"norm", to_string(o.norm)},
-       {"decoder", to_string(o.decoder)}};
+// Driven by the one field declaration (options_binding.hpp), as the YAML reader and writer are.
+void to_json(nlohmann::json& j, const UNetOptions& o) { options_to_json(j, o); }
+void from_json(const nlohmann::json& j, UNetOptions& o) { options_from_json(j, o); }
+
+void to_json(nlohmann::json& j, const CheckpointMeta& m) {
+  j = {{"model", m.model},
+       {"normalization", {{"offset", m.norm.offset}, {"scale", m.norm.scale}}},
+       {"class_names", m.class_names},
+       {"step", m.step},
+       {"epoch", m.epoch}};
+  if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
 }
 
-void from_json(const nlohmann::json& j, UNetOptions& o) {
-  o.dims = j.at("dims");
-  o.in_channels = j.at("in_channels");
-  o.classes = j.at("classes");
-  o.levels = j.at("levels");
-  o.convs_per_level = j.at("convs_per_level");
-  o.base_filters = j.at("base_filters");
-  o.kernel = j.at("kernel");
-  o.padding = parse_padding(j.at("padding"));
-  o.norm = parse_norm(j.at("norm"));
-  o.decoder = parse_decoder(j.at("decoder"));
+void from_json(const nlohmann::json& j, CheckpointMeta& m) {
+  m.model = j.at("model").get<UNetOptions>();
+  m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
+  m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
+  m.class_names = j.at("class_names").get<std::vector<std::string>>();
+  m.step = j.value("step", int64_t{0});
+  m.epoch = j.value("epoch", int64_t{0});
+  m.trainer_state = j.contains("trainer_state") ? j.at("trainer_state").get<std::string>() : std::string();
 }
 
-void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& meta,
-                     torch::optim::Optimizer* optimizer) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const std::string tmp = path + ".partial-" + std::to_string(::getpid());
+std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer) {
   try {
-    if (target.has_parent_path()) fs::create_directories(target.parent_path());
     torch::serialize::OutputArchive archive;
     archive.write("tessera_meta", c10::IValue(meta_to_json(meta)));
     torch::serialize::OutputArchive model;
@@ -238,14 +195,11 @@ void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& m
     }
     std::ostringstream bytes;
     archive.save_to(bytes);
-    const std::string body = std::move(bytes).str();
-    const std::string trailer = trailer_for(body);
-    write_durably(tmp, {&body, &trailer});
-    fs::rename(tmp, target);
+    std::string file = std::move(bytes).str();
+    file += trailer_for(file);
+    return file;
   } catch (const std::exception& e) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw Error(path + ": cannot write checkpoint: " + e.what());
+    throw Error(std::string("cannot serialise the checkpoint: ") + e.what());
   }
 }
 

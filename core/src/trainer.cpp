@@ -1,10 +1,14 @@
 #include "tessera/core/trainer.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <deque>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -12,7 +16,8 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/fault_injection.hpp"
 #include "tessera/core/progress.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/core/train_observer.hpp"
+#include "tessera/run/run_layout.hpp"
 #include "tile_sampler.hpp"
 #include "validation.hpp"
 
@@ -64,33 +69,6 @@ struct ResumeState {
   }
 };
 
-// metrics.jsonl of a resumed run: lines after the checkpoint's step are from the part of
-// the killed run that is being redone; drop them (rewritten atomically).
-void truncate_metrics(const fs::path& metrics, int64_t step) {
-  std::ifstream in(metrics);
-  if (!in) return;
-  const fs::path tmp = metrics.string() + ".partial";
-  {
-    std::ofstream out(tmp);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      try {
-        if (nlohmann::json::parse(line).value("step", int64_t{0}) > step) continue;
-      } catch (const nlohmann::json::exception&) {
-        continue;  // a line cut by the kill
-      }
-      out << line << '\n';
-    }
-  }
-  fs::rename(tmp, metrics);
-}
-
-// Keeps the newest `keep` step-NNNNNN.pt files.
-void prune_step_checkpoints(const RunLayout& run, int keep) {
-  const std::vector<std::string> files = run.step_checkpoints();
-  for (size_t i = 0; i + keep < files.size(); ++i) fs::remove(files[i]);
-}
-
 // How a run stopped by divergence can go on: from the checkpoint it kept.
 std::string kept_checkpoint_note(const std::string& last) {
   std::error_code ec;
@@ -121,6 +99,297 @@ double mean_dice(const std::vector<double>& dice, bool include_background) {
       ++n;
     }
   return n ? sum / n : 0;
+}
+
+// Image and label of every pair agree in size, and the image has the model's bands.
+void check_pairs(const std::vector<TrainingPair>& data, const std::vector<TrainingPair>& validation,
+                 const UNetOptions& model) {
+  if (data.empty()) throw Error("train: no image/label pairs");
+  for (const auto* set : {&data, &validation})
+    for (const auto& p : *set) {
+      if (p.image->info().extent != p.labels->info().extent)
+        throw Error(p.labels->info().path + ": label size " + to_string(p.labels->info().extent) +
+                    " differs from image size " + to_string(p.image->info().extent) + " of " + p.image->info().path);
+      if (p.image->info().channels != model.in_channels)
+        throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
+                    " channels but the model expects " + std::to_string(model.in_channels));
+    }
+}
+
+// What one optimiser step did.
+struct StepResult {
+  double lr = 0;
+  std::optional<double> loss;  // none when no micro-batch had a labelled pixel
+  double grad_norm = 0;        // before clipping; 0 without clipping
+};
+
+// How an epoch ended.
+struct EpochEnd {
+  bool improved = false;  // a new best validation Dice
+  bool stop = false;      // early stopping
+};
+
+// One call of train(): the model, its optimiser and tile sampler, the batches read ahead and
+// what is reported. train() calls the steps in order: resume_from (optional), begin, then
+// run_step / report_step / validate_epoch / save_checkpoints per step, and finish.
+class Training {
+ public:
+  Training(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
+           TrainHooks& hooks, const std::vector<TrainingPair>& validation, TrainObserver* observer)
+      : net_(net),
+        options_(options),
+        meta_(std::move(meta)),
+        hooks_(hooks),
+        validation_(validation),
+        observer_(hooks.writes_outputs() ? observer : nullptr),
+        writer_(hooks.writes_outputs()),
+        replicas_(hooks.replicas()),
+        opt_(scaled(options.optimizer, options.scale_learning_rate ? replicas_ : 1)),
+        last_(RunLayout(options.run_dir).last_checkpoint()),
+        sampler_(data, net->options(), options, meta_.norm, hooks.replica(), replicas_),
+        optimizer_(make_optimizer(net->parameters(), opt_)),
+        sync_guard_{net} {}
+
+  int64_t first_step() const { return first_step_; }
+  void resume_from(const std::string& path);
+  void begin();
+  StepResult run_step(int64_t step);
+  void report_step(int64_t step, const StepResult& r);
+  EpochEnd validate_epoch(int64_t step);
+  void save_checkpoints(int64_t step, const EpochEnd& end);
+  TrainReport finish(int64_t last_step, bool stopped_early);
+
+ private:
+  static OptimizerOptions scaled(OptimizerOptions o, int factor) {
+    o.learning_rate *= factor;
+    return o;
+  }
+  int64_t epoch_of(int64_t step) const { return (step - 1) / options_.steps_per_epoch; }
+  void plan_more();
+  std::optional<double> micro_batch(int64_t step, double lr);
+
+  UNet& net_;
+  const TrainOptions& options_;
+  CheckpointMeta meta_;
+  TrainHooks& hooks_;
+  const std::vector<TrainingPair>& validation_;
+  TrainObserver* observer_;  // null on replicas that write nothing
+  const bool writer_;
+  const int replicas_;
+  const OptimizerOptions opt_;
+  const std::string last_;  // RUN/checkpoints/last.pt, named in errors and the report
+  detail::TileSampler sampler_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  ResumeState state_;
+  int64_t first_step_ = 1;
+
+  // Synchronised batch norm sums its statistics through the hooks; detached again however
+  // training ends (declared before the loader: outlives its thread).
+  struct SyncGuard {
+    UNet& net;
+    ~SyncGuard() { net->synchronise_batch_norm({}); }
+  } sync_guard_;
+
+  // Batches are planned on this thread (one random stream) `prefetch` micro-batches ahead
+  // and read on the loader's thread. The sampler state saved with a checkpoint is the one
+  // before the first batch not yet consumed.
+  std::optional<detail::BatchLoader> loader_;
+  std::deque<std::string> planned_states_;
+  int64_t planned_ = 0;  // micro-batches planned so far
+
+  std::optional<ProgressBar> bar_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<double> losses_;
+  int64_t tiles_done_ = 0, pixels_done_ = 0;
+  std::string best_checkpoint_;
+};
+
+void Training::resume_from(const std::string& path) {
+  LoadedCheckpoint ck = load_checkpoint(path);
+  if (!(ck.meta.model == net_->options()))
+    throw Error(path + ": checkpoint model differs from the configured one; cannot resume");
+  {
+    torch::NoGradGuard no_grad;
+    auto src = ck.net->named_parameters(), dst = net_->named_parameters();
+    for (auto& p : dst) p.value().copy_(src[p.key()]);
+    auto sb = ck.net->named_buffers(), db = net_->named_buffers();
+    for (auto& b : db) b.value().copy_(sb[b.key()]);
+  }
+  load_optimizer_state(path, *optimizer_);
+  state_ = ResumeState::from_json(path, ck.meta.trainer_state);
+  sampler_.set_rng_state(state_.rng);
+  first_step_ = ck.meta.step + 1;
+  if (first_step_ > options_.steps)
+    throw Error(path + ": run already finished (step " + std::to_string(ck.meta.step) + " of " +
+                std::to_string(options_.steps) + ")");
+}
+
+void Training::begin() {
+  const bool resumed = !options_.resume.empty();
+  if (observer_) observer_->on_begin(resumed ? std::optional<int64_t>(first_step_ - 1) : std::nullopt);
+  if (writer_ && resumed)
+    std::fprintf(stderr, "train: resumed from step %lld (%s); continuing at step %lld of %lld\n",
+                 static_cast<long long>(first_step_ - 1), options_.resume.c_str(), static_cast<long long>(first_step_),
+                 static_cast<long long>(options_.steps));
+  // Resume state is broadcast implicitly: every replica loaded the same checkpoint, and a
+  // fresh run broadcasts replica 0's initialisation.
+  if (!resumed) hooks_.on_start(net_);
+  // Identity for one process, so one process runs the very same arithmetic.
+  if (options_.sync_batch_norm) net_->synchronise_batch_norm([this](torch::Tensor& t) { hooks_.sum(t); });
+  net_->train();
+  if (options_.channels_last) net_->use_channels_last();
+
+  loader_.emplace(sampler_);
+  planned_ = (first_step_ - 1) * options_.accumulate;
+  plan_more();
+  bar_.emplace("train", options_.steps - first_step_ + 1, "steps", options_.progress && writer_);
+  start_ = std::chrono::steady_clock::now();
+}
+
+void Training::plan_more() {
+  const int64_t total_micro = options_.steps * options_.accumulate;
+  while (planned_ < total_micro && int64_t(planned_states_.size()) < options_.prefetch) {
+    const int64_t epoch = planned_ / options_.accumulate / options_.steps_per_epoch;
+    planned_states_.push_back(sampler_.rng_state());
+    loader_->submit(sampler_.plan(options_.tile_at_epoch(epoch)));
+    ++planned_;
+  }
+}
+
+// Forward and backward of the next micro-batch; its global-batch loss, none when it had no
+// labelled pixel (nothing to learn).
+std::optional<double> Training::micro_batch(int64_t step, double lr) {
+  Sample s = loader_->take();
+  if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
+  planned_states_.pop_front();
+  plan_more();
+  tiles_done_ += s.target.size(0) * replicas_;
+  pixels_done_ += s.target.numel() * replicas_;
+  // Pipeline hooks run forward and backward across their stages; otherwise here.
+  const double share = 1.0 / double(options_.accumulate);
+  std::optional<HookedStep> hooked = hooks_.forward_backward(net_, s.input, s.target, options_.loss, share);
+  StepLoss loss;
+  if (hooked) {
+    loss.value = hooked->loss;
+    loss.labelled = hooked->labelled;
+  } else {
+    loss = global_batch_loss(net_->forward(s.input), s.target, options_.loss, hooks_);
+  }
+  if (loss.labelled <= 0) return std::nullopt;
+  if (!std::isfinite(loss.value))
+    throw Error("step " + std::to_string(step) + ": loss is " + non_finite_name(loss.value) + " (learning rate " +
+                std::to_string(lr) + " too high, or NaN in the input?)" + kept_checkpoint_note(last_));
+  if (!hooked) (loss.for_backward / double(options_.accumulate)).backward();
+  return loss.value;
+}
+
+StepResult Training::run_step(int64_t step) {
+  StepResult r;
+  r.lr = learning_rate_at(opt_, step, options_.steps);
+  set_learning_rate(*optimizer_, r.lr);
+  optimizer_->zero_grad();
+  fault_point(FaultPoint::kStep, step);  // test hooks: TESSERA_TEST_HANG / _THROW
+  double step_loss = 0;
+  bool labelled = false;
+  for (int micro = 0; micro < options_.accumulate; ++micro)
+    if (const std::optional<double> loss = micro_batch(step, r.lr)) {
+      step_loss += *loss / options_.accumulate;
+      labelled = true;
+    }
+  if (labelled) {
+    r.loss = step_loss;
+    hooks_.on_gradients(net_);
+    if (options_.grad_clip > 0) r.grad_norm = torch::nn::utils::clip_grad_norm_(net_->parameters(), options_.grad_clip);
+    optimizer_->step();
+    losses_.push_back(step_loss);
+  }
+  hooks_.on_step(step, r.loss.value_or(std::numeric_limits<double>::quiet_NaN()));
+  return r;
+}
+
+void Training::report_step(int64_t step, const StepResult& r) {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  StepMetrics m;
+  m.step = step;
+  m.epoch = epoch_of(step);
+  m.loss = r.loss;
+  m.lr = r.lr;
+  m.global_batch = int64_t(options_.batch) * replicas_ * options_.accumulate;
+  m.tile = options_.tile_at_epoch(m.epoch);
+  m.tiles_per_s = double(tiles_done_) / elapsed;
+  m.pixels_per_s = double(pixels_done_) / elapsed;
+  m.elapsed_s = elapsed;
+  if (options_.grad_clip > 0) m.grad_norm = r.grad_norm;
+  if (observer_) observer_->on_step(m);
+  char extra[96];
+  std::snprintf(extra, sizeof extra, "loss %.4f  %.1f tiles/s", r.loss.value_or(std::numeric_limits<double>::quiet_NaN()),
+                m.tiles_per_s);
+  bar_->update(step - first_step_ + 1, extra);
+}
+
+// At the end of an epoch: validate, keep the best, maybe stop.
+EpochEnd Training::validate_epoch(int64_t step) {
+  EpochEnd end;
+  const bool epoch_end = step % options_.steps_per_epoch == 0 || step == options_.steps;
+  if (!epoch_end || validation_.empty()) return end;
+  const int64_t epoch = epoch_of(step);
+  const int64_t tile = std::max<int64_t>(options_.tile_at_epoch(epoch), 2 * options_.tile);
+  torch::Tensor confusion =
+      detail::validation_confusion(net_, validation_, meta_.norm, tile, hooks_.replica(), replicas_);
+  if (!options_.channels_last) net_->use_contiguous();  // inference switched it to channels-last
+  net_->train();
+  hooks_.sum(confusion);
+  const std::vector<double> dice = detail::dice_from_confusion(confusion);
+  const double mean = mean_dice(dice, options_.loss.include_background);
+  end.improved = mean > state_.best;
+  if (end.improved) {
+    state_.best = mean;
+    state_.bad_epochs = 0;
+  } else {
+    ++state_.bad_epochs;
+  }
+  end.stop = options_.early_stopping > 0 && state_.bad_epochs >= options_.early_stopping;
+  if (observer_) {
+    ValidationMetrics v{step, epoch, mean, state_.best, {}};
+    for (double d : dice) v.val_dice.push_back(std::isfinite(d) ? std::optional<double>(d) : std::nullopt);
+    observer_->on_validation(v);
+  }
+  return end;
+}
+
+// When due: last.pt, a kept step-NNNNNN.pt, best.pt — never a diverged model over a good one.
+void Training::save_checkpoints(int64_t step, const EpochEnd& end) {
+  if (!writer_ || !(step % options_.checkpoint_every == 0 || step == options_.steps || end.improved || end.stop))
+    return;
+  meta_.step = step;
+  meta_.epoch = epoch_of(step);
+  state_.rng = planned_states_.empty() ? sampler_.rng_state() : planned_states_.front();
+  meta_.trainer_state = state_.to_json();
+  require_finite_weights(net_, step, last_);
+  if (end.improved) best_checkpoint_ = RunLayout(options_.run_dir).best_checkpoint();
+  if (!observer_) return;
+  const std::string bytes = checkpoint_bytes(net_, meta_, optimizer_.get());
+  observer_->on_checkpoint({CheckpointKind::kLast, step, bytes});
+  if (options_.keep_last > 1) observer_->on_checkpoint({CheckpointKind::kStep, step, bytes, options_.keep_last});
+  if (end.improved) observer_->on_checkpoint({CheckpointKind::kBest, step, bytes});
+}
+
+TrainReport Training::finish(int64_t last_step, bool stopped_early) {
+  bar_->finish();
+  TrainReport report;
+  report.steps = last_step - first_step_ + 1;
+  report.last_step = last_step;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const size_t tail = std::max<size_t>(1, losses_.size() / 10);
+  for (size_t i = losses_.size() - std::min(tail, losses_.size()); i < losses_.size(); ++i)
+    report.final_loss += losses_[i];
+  report.final_loss /= double(std::min(tail, std::max<size_t>(losses_.size(), 1)));
+  report.tiles_per_second = double(tiles_done_) / report.seconds;
+  report.best_validation = state_.best;
+  report.stopped_early = stopped_early;
+  report.checkpoint = last_;
+  report.best_checkpoint = best_checkpoint_;
+  return report;
 }
 
 }  // namespace
@@ -166,232 +435,21 @@ int64_t TrainOptions::tile_at_epoch(int64_t epoch) const {
 }
 
 TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-                  TrainHooks* hooks_in, const std::vector<TrainingPair>& validation) {
+                  TrainHooks* hooks_in, const std::vector<TrainingPair>& validation, TrainObserver* observer) {
+  options.validate(net->options());
+  check_pairs(data, validation, net->options());
   TrainHooks one_process;
-  TrainHooks& hooks = hooks_in ? *hooks_in : one_process;
-  const bool writer = hooks.writes_outputs();
-  const int replicas = hooks.replicas();
-  const int64_t global_batch = int64_t(options.batch) * replicas * options.accumulate;
-  OptimizerOptions opt = options.optimizer;
-  if (options.scale_learning_rate) opt.learning_rate *= replicas;
-  const UNetOptions& model = net->options();
-  options.validate(model);
-  if (data.empty()) throw Error("train: no image/label pairs");
-  for (const auto* set : {&data, &validation})
-    for (const auto& p : *set) {
-      if (p.image->info().extent != p.labels->info().extent)
-        throw Error(p.labels->info().path + ": label size " + to_string(p.labels->info().extent) +
-                    " differs from image size " + to_string(p.image->info().extent) + " of " + p.image->info().path);
-      if (p.image->info().channels != model.in_channels)
-        throw Error(p.image->info().path + ": has " + std::to_string(p.image->info().channels) +
-                    " channels but the model expects " + std::to_string(model.in_channels));
-    }
-  const RunLayout run(options.run_dir);
-  const fs::path checkpoints = run.checkpoints_dir();
-  const std::string last = run.last_checkpoint();
-  const std::string best_path = run.best_checkpoint();
-  const fs::path metrics_path = run.metrics();
-
-  detail::TileSampler sampler(data, model, options, meta.norm, hooks.replica(), replicas);
-  auto optimizer = make_optimizer(net->parameters(), opt);
-  int64_t first_step = 1;
-  ResumeState state;
-  if (!options.resume.empty()) {
-    LoadedCheckpoint ck = load_checkpoint(options.resume);
-    if (!(ck.meta.model == model))
-      throw Error(options.resume + ": checkpoint model differs from the configured one; cannot resume");
-    {
-      torch::NoGradGuard no_grad;
-      auto src = ck.net->named_parameters(), dst = net->named_parameters();
-      for (auto& p : dst) p.value().copy_(src[p.key()]);
-      auto sb = ck.net->named_buffers(), db = net->named_buffers();
-      for (auto& b : db) b.value().copy_(sb[b.key()]);
-    }
-    load_optimizer_state(options.resume, *optimizer);
-    state = ResumeState::from_json(options.resume, ck.meta.trainer_state);
-    sampler.set_rng_state(state.rng);
-    first_step = ck.meta.step + 1;
-    if (first_step > options.steps)
-      throw Error(options.resume + ": run already finished (step " + std::to_string(ck.meta.step) + " of " +
-                  std::to_string(options.steps) + ")");
-  }
-  std::ofstream metrics;
-  if (writer) {
-    fs::create_directories(checkpoints);
-    if (!options.resume.empty()) {
-      truncate_metrics(metrics_path, first_step - 1);
-      std::fprintf(stderr, "train: resumed from step %lld (%s); continuing at step %lld of %lld\n",
-                   static_cast<long long>(first_step - 1), options.resume.c_str(), static_cast<long long>(first_step),
-                   static_cast<long long>(options.steps));
-    }
-    metrics.open(metrics_path, std::ios::app);
-    if (!metrics) throw Error(metrics_path.string() + ": cannot open for writing");
-  }
-
-  // Resume state is broadcast implicitly: every replica loaded the same checkpoint, and a
-  // fresh run broadcasts replica 0's initialisation.
-  if (options.resume.empty()) hooks.on_start(net);
-  // Synchronised batch norm sums its statistics through the hooks (identity for one process,
-  // so one process runs the very same arithmetic); detached again however training ends.
-  struct SyncGuard {
-    UNet& net;
-    ~SyncGuard() { net->synchronise_batch_norm({}); }
-  } sync_guard{net};
-  if (options.sync_batch_norm) net->synchronise_batch_norm([&hooks](torch::Tensor& t) { hooks.sum(t); });
-  net->train();
-  if (options.channels_last) net->use_channels_last();
-
-  // Batches are planned on this thread (one random stream) `prefetch` micro-batches ahead
-  // and read on the loader's thread. The sampler state saved with a checkpoint is the one
-  // before the first batch not yet consumed.
-  detail::BatchLoader loader(sampler);
-  std::deque<std::string> planned_states;
-  int64_t planned = (first_step - 1) * options.accumulate;  // micro-batches planned so far
-  const int64_t total_micro = options.steps * options.accumulate;
-  auto plan_more = [&] {
-    while (planned < total_micro && int64_t(planned_states.size()) < options.prefetch) {
-      const int64_t epoch = planned / options.accumulate / options.steps_per_epoch;
-      planned_states.push_back(sampler.rng_state());
-      loader.submit(sampler.plan(options.tile_at_epoch(epoch)));
-      ++planned;
-    }
-  };
-  plan_more();
-
-  ProgressBar bar("train", options.steps - first_step + 1, "steps", options.progress && writer);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<double> losses;
-  TrainReport report;
-  report.best_validation = state.best;
-  int64_t tiles_done = 0, pixels_done = 0;
-  int64_t step = first_step;
+  Training run(net, data, options, std::move(meta), hooks_in ? *hooks_in : one_process, validation, observer);
+  if (!options.resume.empty()) run.resume_from(options.resume);
+  run.begin();
+  int64_t step = run.first_step();
   for (; step <= options.steps; ++step) {
-    const int64_t epoch = (step - 1) / options.steps_per_epoch;
-    const double lr = learning_rate_at(opt, step, options.steps);
-    set_learning_rate(*optimizer, lr);
-    optimizer->zero_grad();
-    fault_point(FaultPoint::kStep, step);  // test hooks: TESSERA_TEST_HANG / _THROW
-    double step_loss = 0;
-    bool labelled = false;
-    for (int micro = 0; micro < options.accumulate; ++micro) {
-      Sample s = loader.take();
-      if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
-      planned_states.pop_front();
-      plan_more();
-      tiles_done += s.target.size(0) * replicas;
-      pixels_done += s.target.numel() * replicas;
-      // Pipeline hooks run forward and backward across their stages; otherwise here.
-      std::optional<HookedStep> hooked =
-          hooks.forward_backward(net, s.input, s.target, options.loss, 1.0 / double(options.accumulate));
-      StepLoss loss;
-      if (hooked) {
-        loss.value = hooked->loss;
-        loss.labelled = hooked->labelled;
-      } else {
-        loss = global_batch_loss(net->forward(s.input), s.target, options.loss, hooks);
-      }
-      if (loss.labelled <= 0) continue;  // a batch without one labelled pixel teaches nothing
-      if (!std::isfinite(loss.value))
-        throw Error("step " + std::to_string(step) + ": loss is " + non_finite_name(loss.value) + " (learning rate " +
-                    std::to_string(lr) + " too high, or NaN in the input?)" + kept_checkpoint_note(last));
-      if (!hooked) (loss.for_backward / double(options.accumulate)).backward();
-      step_loss += loss.value / options.accumulate;
-      labelled = true;
-    }
-    double value = std::numeric_limits<double>::quiet_NaN();
-    double grad_norm = 0;
-    if (labelled) {
-      value = step_loss;
-      hooks.on_gradients(net);
-      if (options.grad_clip > 0) grad_norm = torch::nn::utils::clip_grad_norm_(net->parameters(), options.grad_clip);
-      optimizer->step();
-      losses.push_back(value);
-    }
-    hooks.on_step(step, value);
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const double tiles_per_s = double(tiles_done) / elapsed;
-    nlohmann::json j{{"step", step},
-                     {"epoch", epoch},
-                     {"loss", labelled ? nlohmann::json(value) : nlohmann::json(nullptr)},
-                     {"lr", lr},
-                     {"global_batch", global_batch},
-                     {"tile", options.tile_at_epoch(epoch)},
-                     {"tiles_per_s", tiles_per_s},
-                     {"pixels_per_s", double(pixels_done) / elapsed},
-                     {"elapsed_s", elapsed}};
-    if (options.grad_clip > 0) j["grad_norm"] = grad_norm;
-    if (writer) {
-      metrics << j.dump() << '\n';
-      metrics.flush();
-    }
-    char extra[96];
-    std::snprintf(extra, sizeof extra, "loss %.4f  %.1f tiles/s", value, tiles_per_s);
-    bar.update(step - first_step + 1, extra);
-
-    // End of an epoch: validate, keep the best, maybe stop.
-    const bool epoch_end = step % options.steps_per_epoch == 0 || step == options.steps;
-    bool improved = false, stop = false;
-    if (epoch_end && !validation.empty()) {
-      torch::Tensor confusion = detail::validation_confusion(net, validation, meta.norm,
-                                                             std::max<int64_t>(options.tile_at_epoch(epoch), 2 * options.tile),
-                                                             hooks.replica(), replicas);
-      if (!options.channels_last) net->use_contiguous();  // inference switched it to channels-last
-      net->train();
-      hooks.sum(confusion);
-      const std::vector<double> dice = detail::dice_from_confusion(confusion);
-      const double mean = mean_dice(dice, options.loss.include_background);
-      improved = mean > state.best;
-      if (improved) {
-        state.best = mean;
-        state.bad_epochs = 0;
-      } else {
-        ++state.bad_epochs;
-      }
-      stop = options.early_stopping > 0 && state.bad_epochs >= options.early_stopping;
-      report.best_validation = state.best;
-      if (writer) {
-        nlohmann::json v{{"step", step}, {"epoch", epoch}, {"val_mean_dice", mean}, {"best", state.best}};
-        for (auto& d : dice) v["val_dice"].push_back(std::isfinite(d) ? nlohmann::json(d) : nlohmann::json(nullptr));
-        metrics << v.dump() << '\n';
-        metrics.flush();
-      }
-    }
-    if (writer && (step % options.checkpoint_every == 0 || step == options.steps || improved || stop)) {
-      meta.step = step;
-      meta.epoch = epoch;
-      state.rng = planned_states.empty() ? sampler.rng_state() : planned_states.front();
-      meta.trainer_state = state.to_json();
-      require_finite_weights(net, step, last);  // a diverged model never replaces a good checkpoint
-      save_checkpoint(last, net, meta, optimizer.get());
-      if (options.keep_last > 1) {
-        // Copied under a temporary name and renamed: a crash never leaves a cut step file.
-        const fs::path kept = run.step_checkpoint(step), partial = kept.string() + ".partial";
-        fs::copy_file(last, partial, fs::copy_options::overwrite_existing);
-        fs::rename(partial, kept);
-        prune_step_checkpoints(run, options.keep_last);
-      }
-      if (improved) {
-        save_checkpoint(best_path, net, meta, optimizer.get());
-        report.best_checkpoint = best_path;
-      }
-    }
-    if (stop) {
-      report.stopped_early = true;
-      ++step;
-      break;
-    }
+    run.report_step(step, run.run_step(step));
+    const EpochEnd end = run.validate_epoch(step);
+    run.save_checkpoints(step, end);
+    if (end.stop) return run.finish(step, true);
   }
-  bar.finish();
-
-  report.steps = step - first_step;
-  report.last_step = step - 1;
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const size_t tail = std::max<size_t>(1, losses.size() / 10);
-  for (size_t i = losses.size() - std::min(tail, losses.size()); i < losses.size(); ++i) report.final_loss += losses[i];
-  report.final_loss /= double(std::min(tail, std::max<size_t>(losses.size(), 1)));
-  report.tiles_per_second = double(tiles_done) / report.seconds;
-  report.checkpoint = last;
-  return report;
+  return run.finish(step - 1, false);
 }
 
 }  // namespace tessera

@@ -1,154 +1,64 @@
 #include "tessera/core/unet.hpp"
 
-#include <numeric>
-
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
 
 namespace tessera {
-
-ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
-                       int64_t stride, bool transposed)
-    : dims_(dims), padding_(padding), stride_(stride), transposed_(transposed) {
-  std::vector<int64_t> shape = transposed ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
-  for (int d = 0; d < dims; ++d) shape.push_back(kernel);
-  weight_ = register_parameter("weight", torch::empty(shape));
-  bias_ = register_parameter("bias", torch::zeros({out}));
-  // Kaiming normal for ReLU networks (fan_in of the forward convolution).
-  const double fan_in = static_cast<double>(in) * std::pow(double(kernel), dims) /
-                        (transposed ? std::pow(double(stride), dims) : 1.0);
-  torch::NoGradGuard no_grad;
-  weight_.normal_(0.0, std::sqrt(2.0 / fan_in));
-}
-
-torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
-  const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
-  if (!transposed_ || weight_.size(2) != stride_ || padding_ != 0)
-    return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
-  // A transposed convolution whose kernel equals its stride touches each output pixel from
-  // exactly one input pixel: it is a 1×1 convolution to out·k^D channels followed by a
-  // depth-to-space shuffle. Same arithmetic, but runs on the fast convolution path
-  // (1.3× faster for the whole U-Net on this machine) instead of im2col + BLAS.
-  const int64_t in = weight_.size(0), out = weight_.size(1), k = stride_;
-  std::vector<int64_t> perm{1};
-  for (int d = 0; d < dims_; ++d) perm.push_back(2 + d);
-  perm.push_back(0);
-  std::vector<int64_t> wshape{-1, in};
-  for (int d = 0; d < dims_; ++d) wshape.push_back(1);
-  const auto w = weight_.permute(perm).reshape(wshape);
-  const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
-  const auto z = torch::convolution(x, w, {}, one, zero, one, false, zero, 1);
-  // z: (N, out, k.., spatial..) → interleave each k with its spatial axis.
-  std::vector<int64_t> view{z.size(0), out};
-  for (int d = 0; d < dims_; ++d) view.push_back(k);
-  for (int d = 0; d < dims_; ++d) view.push_back(z.size(2 + d));
-  std::vector<int64_t> order{0, 1}, shape{z.size(0), out};
-  for (int d = 0; d < dims_; ++d) {
-    order.push_back(2 + dims_ + d);
-    order.push_back(2 + d);
-    shape.push_back(z.size(2 + d) * k);
-  }
-  std::vector<int64_t> bshape(dims_ + 2, 1);
-  bshape[1] = out;
-  return z.view(view).permute(order).reshape(shape) + bias_.view(bshape);
-}
-
-NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
-  groups_ = kind == Norm::kInstance ? channels : std::gcd<int64_t>(8, channels);
-  weight_ = register_parameter("weight", torch::ones({channels}));
-  bias_ = register_parameter("bias", torch::zeros({channels}));
-  if (kind == Norm::kBatch) {
-    running_mean_ = register_buffer("running_mean", torch::zeros({channels}));
-    running_var_ = register_buffer("running_var", torch::ones({channels}));
-  }
-}
-
 namespace {
 
-// y = Σ_replicas x; its backward is the same sum of the incoming gradients, so every
-// replica's backward receives the derivative of the global loss, not only its own share.
-struct ReplicaSumFunction : torch::autograd::Function<ReplicaSumFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const ReplicaSum* sum) {
-    ctx->saved_data["sum"] = reinterpret_cast<int64_t>(sum);
-    torch::Tensor y = x.detach().contiguous().clone();
-    (*sum)(y);
-    return y;
+// The smallest input side the network takes: its layer sequence gives the forward's order.
+int64_t smallest_valid_side(const UNetOptions& o) {
+  constexpr int64_t kLimit = int64_t{1} << 24;
+  for (int64_t side = 1; side < kLimit; ++side)
+    if (unet_output_size(o, side)) return side;
+  TESSERA_CHECK(!"a valid U-Net takes some input side");
+  return 0;
+}
+
+ConvBlockOptions block_options(const UNetOptions& o, int64_t in, int64_t out) {
+  return ConvBlockOptions(o.dims, in, out)
+      .with_convs(o.convs_per_level)
+      .with_kernel(o.kernel)
+      .with_padding(o.padding)
+      .with_norm(o.norm);
+}
+
+// The skip consumed by the concatenation at layer i.
+int skip_consumed_at(const LayerSequence& seq, int i) {
+  for (int e = 0; e < static_cast<int>(seq.skips.size()); ++e)
+    if (seq.skips[static_cast<size_t>(e)].consumer == i) return e;
+  TESSERA_CHECK(!"every concatenation consumes a skip");
+  return -1;
+}
+
+// Centre crop of x's spatial axes to `sides` (indexed like x.sizes(); the first two ignored).
+torch::Tensor crop_spatial(const torch::Tensor& x, c10::IntArrayRef sides) {
+  torch::Tensor y = x;
+  for (int64_t d = 2; d < x.dim(); ++d) {
+    const int64_t diff = x.size(d) - sides[d];
+    TESSERA_CHECK(diff >= 0 && diff % 2 == 0);
+    if (diff > 0) y = y.narrow(d, diff / 2, sides[d]);
   }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto* sum = reinterpret_cast<const ReplicaSum*>(ctx->saved_data["sum"].toInt());
-    torch::Tensor g = grads[0].contiguous().clone();
-    (*sum)(g);
-    return {g, torch::Tensor()};
-  }
-};
+  return y;
+}
 
 }  // namespace
-
-torch::Tensor NormNdImpl::synchronised_forward(const torch::Tensor& x) {
-  const int64_t c = x.size(1);
-  std::vector<int64_t> reduce{0};
-  for (int64_t d = 2; d < x.dim(); ++d) reduce.push_back(d);
-  const auto local = torch::cat({x.sum(reduce), (x * x).sum(reduce)});
-  const auto global = ReplicaSumFunction::apply(local, &sync_);
-  torch::Tensor count = torch::full({1}, static_cast<float>(x.numel() / c));
-  sync_(count);
-  const double n = count.item<double>();
-  const auto mean = global.narrow(0, 0, c) / n;
-  const auto var = (global.narrow(0, c, c) / n - mean * mean).clamp_min(0);
-  {
-    torch::NoGradGuard no_grad;
-    running_mean_.mul_(0.9).add_(mean.detach(), 0.1);
-    running_var_.mul_(0.9).add_(var.detach() * (n / std::max(n - 1.0, 1.0)), 0.1);
-  }
-  std::vector<int64_t> shape(x.dim(), 1);
-  shape[1] = c;
-  return (x - mean.view(shape)) * torch::rsqrt(var.view(shape) + 1e-5) * weight_.view(shape) + bias_.view(shape);
-}
-
-torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
-  if (kind_ == Norm::kBatch && sync_ && is_training()) return synchronised_forward(x);
-  if (kind_ == Norm::kBatch)
-    return torch::batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), 0.1, 1e-5,
-                             /*cudnn_enabled=*/true);
-  return torch::group_norm(x, groups_, weight_, bias_, 1e-5);
-}
-
-ConvBlockImpl::ConvBlockImpl(const UNetOptions& o, int64_t in, int64_t out) {
-  const int64_t pad = o.padding == Padding::kSame ? (o.kernel - 1) / 2 : 0;
-  for (int i = 0; i < o.convs_per_level; ++i) {
-    convs_.push_back(register_module("conv" + std::to_string(i),
-                                     ConvNd(o.dims, i == 0 ? in : out, out, o.kernel, pad)));
-    if (o.norm != Norm::kNone)
-      norms_.push_back(register_module("norm" + std::to_string(i), NormNd(o.norm, out)));
-  }
-}
-
-torch::Tensor ConvBlockImpl::forward(torch::Tensor x) {
-  for (size_t i = 0; i < convs_.size(); ++i) {
-    x = convs_[i]->forward(x);
-    if (!norms_.empty()) x = norms_[i]->forward(x);
-    x = torch::relu_(x);
-  }
-  return x;
-}
 
 UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
   options_.validate();
   const auto& o = options_;
   auto filters = [&](int l) { return int64_t{o.base_filters} << l; };
   for (int l = 0; l < o.levels; ++l)
-    encoder_.push_back(register_module("enc" + std::to_string(l),
-                                       ConvBlock(o, l == 0 ? o.in_channels : filters(l - 1), filters(l))));
+    register_module("enc" + std::to_string(l),
+                    ConvBlock(block_options(o, l == 0 ? o.in_channels : filters(l - 1), filters(l))));
   for (int l = 0; l < o.levels - 1; ++l) {
-    const bool transposed = o.decoder == Decoder::kTransposed;
-    up_.push_back(register_module("up" + std::to_string(l),
-                                  ConvNd(o.dims, filters(l + 1), filters(l), transposed ? 2 : 1, 0,
-                                         transposed ? 2 : 1, transposed)));
-    decoder_.push_back(register_module("dec" + std::to_string(l), ConvBlock(o, 2 * filters(l), filters(l))));
+    register_module("up" + std::to_string(l), up_convolution(o, filters(l + 1), filters(l)));
+    register_module("dec" + std::to_string(l), ConvBlock(block_options(o, 2 * filters(l), filters(l))));
   }
-  head_ = register_module("head", ConvNd(o.dims, filters(0), o.classes, 1, 0));
+  register_module("head", ConvNd(o.dims, filters(0), o.classes, 1, 0));
+  layers_ = unet_layer_sequence(o, smallest_valid_side(o));
+  modules_ = find_layer_modules(*this, layers_, 0, layers_.size() - 1);
 }
 
 void UNetImpl::synchronise_batch_norm(const ReplicaSum& sum) {
@@ -171,41 +81,96 @@ void UNetImpl::use_contiguous() {
   channels_last_ = false;
 }
 
-torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
-  torch::Tensor y = x;
-  for (int64_t d = 2; d < x.dim(); ++d) {
-    const int64_t diff = x.size(d) - like.size(d);
-    TESSERA_CHECK(diff >= 0 && diff % 2 == 0);
-    if (diff > 0) y = y.narrow(d, diff / 2, like.size(d));
-  }
-  return y;
-}
-
 torch::Tensor UNetImpl::forward(torch::Tensor x) {
-  const int L = options_.levels;
   if (channels_last_)
     x = x.contiguous(options_.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
-  std::vector<torch::Tensor> skips;
-  for (int l = 0; l < L; ++l) {
-    x = encoder_[l]->forward(x);
-    if (l < L - 1) {
-      skips.push_back(x);
-      x = options_.dims == 2 ? torch::max_pool2d(x, 2) : torch::max_pool3d(x, 2);
+  std::map<int, torch::Tensor> none;
+  return run_layers(layers_, 0, layers_.size() - 1, modules_, std::move(x), {}, none);
+}
+
+ConvNd up_convolution(const UNetOptions& o, int64_t in, int64_t out) {
+  const bool transposed = o.decoder == Decoder::kTransposed;
+  return ConvNd(o.dims, in, out, transposed ? 2 : 1, 0, transposed ? 2 : 1, transposed);
+}
+
+torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like) {
+  TESSERA_CHECK(x.dim() == like.dim());
+  return crop_spatial(x, like.sizes());
+}
+
+std::vector<LayerModules> find_layer_modules(const torch::nn::Module& root, const LayerSequence& seq, int first,
+                                             int last) {
+  const auto named = root.named_modules(/*name_prefix=*/"", /*include_self=*/false);
+  std::vector<LayerModules> found;
+  for (int i = first; i <= last; ++i) {
+    const Layer& l = seq.layers[static_cast<size_t>(i)];
+    LayerModules m;
+    const bool has_conv = l.kind == LayerKind::kConv || l.kind == LayerKind::kUp || l.kind == LayerKind::kHead;
+    if (has_conv || l.kind == LayerKind::kNorm) {
+      const auto* module = named.find(l.name);
+      TESSERA_CHECK(module != nullptr);
+      if (has_conv) m.conv = ConvNd(std::dynamic_pointer_cast<ConvNdImpl>(*module));
+      else m.norm = NormNd(std::dynamic_pointer_cast<NormNdImpl>(*module));
+      TESSERA_CHECK(m.conv || m.norm);
+    }
+    found.push_back(std::move(m));
+  }
+  return found;
+}
+
+torch::Tensor run_layers(const LayerSequence& seq, int first, int last, std::vector<LayerModules>& modules,
+                         torch::Tensor x, const std::map<int, torch::Tensor>& skips_in,
+                         std::map<int, torch::Tensor>& skips_out) {
+  TESSERA_CHECK(first >= 0 && last < seq.size() && modules.size() == static_cast<size_t>(last - first + 1));
+  std::map<int, torch::Tensor> kept;  // skips produced and consumed in [first, last], uncropped
+  // A convolution block's input stays alive until the block is done, as it does for a caller
+  // of ConvBlockImpl::forward: peak memory and allocation pattern of the block-wise forward.
+  torch::Tensor block_input;
+  for (int i = first; i <= last; ++i) {
+    const Layer& l = seq.layers[static_cast<size_t>(i)];
+    LayerModules& m = modules[static_cast<size_t>(i - first)];
+    if (l.kind == LayerKind::kConv && l.name.ends_with(".conv0")) block_input = x;
+    if (l.kind == LayerKind::kPool || l.kind == LayerKind::kUp || l.kind == LayerKind::kHead) block_input.reset();
+    switch (l.kind) {
+      case LayerKind::kConv:
+      case LayerKind::kHead:
+        x = m.conv->forward(x);
+        break;
+      case LayerKind::kNorm:
+        x = m.norm->forward(x);
+        break;
+      case LayerKind::kActivation:
+        // In place, as ConvBlockImpl, unless x is the caller's (a stage input may be a leaf
+        // that needs its gradient).
+        x = i > first ? torch::relu_(x) : torch::relu(x);
+        break;
+      case LayerKind::kPool:
+        x = max_pool2x(x);
+        break;
+      case LayerKind::kUp:
+        // Upsample decoder: 1×1 convolution before nearest up-sampling, the same result at a
+        // quarter of the cost.
+        x = m.conv->forward(x);
+        if (seq.options.decoder == Decoder::kUpsample) x = upsample_nearest2x(x);
+        break;
+      case LayerKind::kConcat: {
+        const int e = skip_consumed_at(seq, i);
+        const bool produced_here = seq.skips[static_cast<size_t>(e)].producer >= first;
+        x = torch::cat({produced_here ? center_crop(kept.at(e), x) : skips_in.at(e), x}, 1);
+        break;
+      }
+    }
+    for (int e = 0; e < static_cast<int>(seq.skips.size()); ++e) {
+      const SkipEdge& s = seq.skips[static_cast<size_t>(e)];
+      if (s.producer != i) continue;
+      if (s.consumer <= last)
+        kept[e] = x;
+      else
+        skips_out[e] = crop_spatial(
+            x, std::vector<int64_t>(x.dim(), seq.layers[static_cast<size_t>(s.consumer)].out_side));
     }
   }
-  for (int l = L - 2; l >= 0; --l) {
-    if (options_.decoder == Decoder::kTransposed) {
-      x = up_[l]->forward(x);
-    } else {
-      // 1×1 convolution before nearest upsampling: the same result at a quarter of the cost.
-      x = up_[l]->forward(x);
-      x = options_.dims == 2 ? torch::upsample_nearest2d(x, {x.size(2) * 2, x.size(3) * 2})
-                             : torch::upsample_nearest3d(x, {x.size(2) * 2, x.size(3) * 2, x.size(4) * 2});
-    }
-    x = torch::cat({center_crop(skips[l], x), x}, 1);
-    x = decoder_[l]->forward(x);
-  }
-  return head_->forward(x);
+  return x;
 }
 
 }  // namespace tessera

@@ -1,6 +1,5 @@
 #include "devices_panel.hpp"
 
-#include <QDateTime>
 #include <QDir>
 #include <QFileSystemWatcher>
 #include <QHeaderView>
@@ -10,6 +9,8 @@
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+
+#include "tessera/run/run_layout.hpp"
 
 namespace tessera::gui {
 namespace {
@@ -83,7 +84,7 @@ void DevicesPanel::setRunDirectory(const QString& dir) {
   last_broken_ = -1;
   if (job_.joinable()) job_.join();  // the running job may hold the previous reader
   reader_ = dir.isEmpty() ? nullptr : std::make_shared<TelemetryReader>(dir.toStdString());
-  const QString tdir = QDir(dir).filePath("telemetry");
+  const QString tdir = QString::fromStdString(RunLayout(dir.toStdString()).telemetry_dir());
   if (QDir(tdir).exists()) watcher_->addPath(tdir);
   header_->setText(tr("Run: %1").arg(dir));
   refresh();
@@ -127,7 +128,7 @@ bool DevicesPanel::isStale(int rank) const {
 }
 
 void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector<TelemetrySample>& local) {
-  const double now = double(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+  const double now = telemetry_time_now();
   table_->setRowCount(0);
   auto add_row = [&](int rank, const TelemetrySample& s, const std::vector<TelemetrySample>& history, bool is_host) {
     const int row = table_->rowCount();
@@ -136,22 +137,22 @@ void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector
     rank_item->setData(Qt::UserRole, rank);
     table_->setItem(row, kRank, rank_item);
     table_->setItem(row, kDevice, new QTableWidgetItem(QString::fromStdString(s.host + " / " + s.device)));
-    table_->setItem(row, kMemory, new QTableWidgetItem(QStringLiteral("%1 / %2").arg(gib(s.mem_used), gib(s.mem_total))));
+    table_->setItem(row, kMemory, new QTableWidgetItem(QStringLiteral("%1 / %2").arg(gib(double(s.mem_used_bytes)), gib(double(s.mem_total_bytes)))));
     table_->setItem(row, kUtil, new QTableWidgetItem(QString::number(s.util_pct, 'f', 0)));
     QStringList extra;
-    if (s.temperature_c >= 0) extra << QStringLiteral("%1 °C").arg(s.temperature_c, 0, 'f', 0);
-    if (s.power_w >= 0) extra << QStringLiteral("%1 W").arg(s.power_w, 0, 'f', 0);
+    if (s.temperature_c) extra << QStringLiteral("%1 °C").arg(*s.temperature_c, 0, 'f', 0);
+    if (s.power_w) extra << QStringLiteral("%1 W").arg(*s.power_w, 0, 'f', 0);
     table_->setItem(row, kSensors, new QTableWidgetItem(extra.join("  ")));
     QString phase = QString::fromStdString(s.phase);
-    if (s.pipeline_stage >= 0)  // a pipeline rank: which stage, and its last step
-      phase += tr(" · stage %1 (%2 s/step)").arg(s.pipeline_stage).arg(s.stage_step_s, 0, 'f', 2);
+    if (s.stage.stage >= 0)  // a pipeline rank: which stage, and its last step
+      phase += tr(" · stage %1 (%2 s/step)").arg(s.stage.stage).arg(s.stage.step_seconds, 0, 'f', 2);
     table_->setItem(row, kPhase, new QTableWidgetItem(phase));
     table_->setItem(row, kStep, new QTableWidgetItem(is_host ? QString() : QString::number(s.step)));
     table_->setItem(row, kTiles, new QTableWidgetItem(is_host ? QString() : QString::number(s.tiles_done)));
     std::vector<double> util, mem;
     for (const auto& h : history) {
       util.push_back(h.util_pct / 100.0);
-      mem.push_back(h.mem_total > 0 ? h.mem_used / h.mem_total : 0.0);
+      mem.push_back(h.mem_total_bytes > 0 ? double(h.mem_used_bytes) / double(h.mem_total_bytes) : 0.0);
     }
     table_->setCellWidget(row, kHistory, new Sparkline(util, mem, table_));
     const double age = now - s.time;

@@ -20,7 +20,7 @@
 #include "readout.hpp"
 #include "run_mosaic.hpp"
 #include "tessera/core/image_source.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/run/run_layout.hpp"
 #include "tessera/io/open_image.hpp"
 
 namespace tessera::gui {

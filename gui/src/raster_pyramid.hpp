@@ -1,22 +1,23 @@
 #pragma once
-// Windowed reads of a GDAL raster at a zoom level, for the viewer's tiles.
-//
-// Why GDAL directly here and not tessera::io::RasterReader: RasterReader reads full
-// resolution windows (and whole-image previews); a zoomed-out tile of a 16384² scene needs a
-// window read at reduced resolution from the file's overviews, which only GDAL's
-// RasterIO-with-buffer-size gives. GDAL types stay in raster_pyramid.cpp.
+// The viewer's zoom levels over a raster. Every read goes through tessera::io::RasterReader
+// (reduced-resolution windows from the file's overviews, band details, one pixel); this file
+// only knows the level grid. No GDAL here.
 //
 // Level k is the full-resolution grid downsampled by 2^k: level size ceil(W / 2^k) ×
 // ceil(H / 2^k). Pixel coordinates are (x = column, y = row), origin top-left.
-// Thread safety: one RasterPyramid per thread (GDAL datasets are not shared).
+// Thread safety: one RasterPyramid per thread (each owns one io::RasterReader).
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/io/raster.hpp"
+
 namespace tessera::gui {
+
+/// GDAL's block cache while the viewer runs (pans revisit tiles; the batch tools keep 16 MiB).
+inline constexpr int64_t kViewerCacheBytes = 64ll << 20;
 
 struct RasterMeta {
   std::string path;
@@ -41,7 +42,6 @@ class RasterPyramid {
  public:
   /// Throws tessera::Error("<path>: …") when the file is missing or not a raster.
   explicit RasterPyramid(const std::string& path);
-  ~RasterPyramid();
   RasterPyramid(const RasterPyramid&) = delete;
   RasterPyramid& operator=(const RasterPyramid&) = delete;
 
@@ -64,8 +64,10 @@ class RasterPyramid {
   static void build_overviews(const std::string& path, bool nearest);
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  // The full-resolution window under a level window, clipped to the raster.
+  Box full_window(int level, int x0, int y0, int w, int h) const;
+
+  io::RasterReader reader_;
   RasterMeta meta_;
 };
 
@@ -77,7 +79,5 @@ Stretch percentile_stretch(const LevelBlock& block, double low_pct = 2.0, double
 
 /// Map coordinates of a pixel position (x, y may be fractional) through a geotransform.
 std::array<double, 2> pixel_to_map(const std::vector<double>& gt, double x, double y);
-/// Longitude/latitude (degrees) of map coordinates in `crs_wkt`; nullopt without a CRS.
-std::optional<std::array<double, 2>> map_to_lonlat(const std::string& crs_wkt, double mx, double my);
 
 }  // namespace tessera::gui

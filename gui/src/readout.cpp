@@ -36,7 +36,7 @@ QString format_raster_readout(const RasterMeta& meta, const std::array<std::stri
   if (meta.geotransform.size() == 6) {
     const auto m = pixel_center_to_map(meta.geotransform, x, y);
     parts << QStringLiteral("X %1  Y %2").arg(m[0], 0, 'f', 3).arg(m[1], 0, 'f', 3);
-    if (const auto ll = map_to_lonlat(meta.crs_wkt, m[0], m[1]))
+    if (const auto ll = io::map_to_lonlat(meta.crs_wkt, m[0], m[1]))
       parts << QStringLiteral("lon %1°  lat %2°").arg((*ll)[0], 0, 'f', 6).arg((*ll)[1], 0, 'f', 6);
   }
   return parts.join(QStringLiteral("  |  "));

@@ -3,7 +3,7 @@
 //
 // Raster map coordinates are the geotransform applied to the pixel CENTRE:
 //   X = gt0 + (x + 0.5)·gt1 + (y + 0.5)·gt2,  Y = gt3 + (x + 0.5)·gt4 + (y + 0.5)·gt5,
-// with (x, y) the integer column and row. Longitude/latitude follow through OGR when the
+// with (x, y) the integer column and row. Longitude/latitude follow through io (OGR) when the
 // raster has a CRS. Volume positions are LPS millimetres of the voxel centre:
 //   p = origin + D · (i·sx, j·sy, k·sz)   (ITK convention, D row-major, axes x, y, z).
 #include <array>

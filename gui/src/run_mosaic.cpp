@@ -1,21 +1,17 @@
 #include "run_mosaic.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <regex>
 #include <sstream>
 
-#include <cpl_error.h>
-#include <cpl_vsi.h>
-#include <gdal.h>
-#include <gdal_utils.h>
-
+#include "raster_pyramid.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/io/mosaic.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/run/run_layout.hpp"
 
 namespace tessera::gui {
 namespace fs = std::filesystem;
@@ -138,50 +134,13 @@ std::string describe_run(const std::string& run_dir, const RunOutputs& out) {
 }
 
 std::string build_tile_mosaic(const std::vector<std::string>& tiles, const std::string& like_image) {
-  io::init_gdal(64ll << 20);
-  static std::atomic<int> counter{0};
-  const std::string path = "/vsimem/tessera-view-mosaic-" + std::to_string(counter++) + ".vrt";
-  GDALDatasetH like = GDALOpen(like_image.c_str(), GA_ReadOnly);
-  if (!like) throw Error(like_image + ": cannot open to place the run's tiles");
-  double gt[6];
-  const bool has_gt = GDALGetGeoTransform(like, gt) == CE_None;
-  const int w = GDALGetRasterXSize(like), h = GDALGetRasterYSize(like);
-  GDALClose(like);
-  if (!has_gt) gt[0] = 0, gt[1] = 1, gt[2] = 0, gt[3] = 0, gt[4] = 0, gt[5] = -1;
-  if (gt[2] != 0 || gt[4] != 0) throw Error(like_image + ": rotated rasters cannot be mosaicked from tiles");
-  const double x0 = gt[0], x1 = gt[0] + w * gt[1], y0 = gt[3], y1 = gt[3] + h * gt[5];
-  std::vector<std::string> args = {"-te",
-                                   std::to_string(std::min(x0, x1)),
-                                   std::to_string(std::min(y0, y1)),
-                                   std::to_string(std::max(x0, x1)),
-                                   std::to_string(std::max(y0, y1)),
-                                   "-tr",
-                                   std::to_string(std::abs(gt[1])),
-                                   std::to_string(std::abs(gt[5])),
-                                   "-vrtnodata",
-                                   "255",
-                                   "-srcnodata",
-                                   "255"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  GDALBuildVRTOptions* options = GDALBuildVRTOptionsNew(argv.data(), nullptr);
-  std::vector<const char*> names;
-  for (const auto& t : tiles) names.push_back(t.c_str());
-  int usage_error = 0;
-  CPLErrorReset();
-  GDALDatasetH vrt = GDALBuildVRT(path.c_str(), int(names.size()), nullptr, names.data(), options, &usage_error);
-  GDALBuildVRTOptionsFree(options);
-  if (!vrt) {
-    const char* msg = CPLGetLastErrorMsg();
-    throw Error("run tiles: cannot build a mosaic: " + std::string(msg && *msg ? msg : "GDAL error"));
-  }
-  GDALClose(vrt);
+  io::init_gdal(kViewerCacheBytes);
+  const ImageInfo like = io::RasterReader(like_image).info();
+  const std::string path = io::memory_mosaic_path();
+  io::build_mosaic_vrt(path, tiles, like);
   return path;
 }
 
-void release_tile_mosaic(const std::string& path) {
-  if (path.rfind("/vsimem/", 0) == 0) VSIUnlink(path.c_str());
-}
+void release_tile_mosaic(const std::string& path) { io::release_memory_mosaic(path); }
 
 }  // namespace tessera::gui

@@ -1,13 +1,13 @@
 #pragma once
 // What the viewer shows for a run directory, whose files are described once in
-// tessera/core/run_layout.hpp (the same description the writers use):
+// tessera/run/run_layout.hpp (the same description the writers use):
 //  - an inference run: the newest tile set RUN/tiles/<output name>/, its finished tiles as a
 //    mosaic on the grid of the input image named by the set's tile_set.json, growing while
 //    the run writes tiles; when every tile is there the mosaic is the run's output;
 //  - a training run: the training image named by config.yaml, and what the run holds
 //    (metrics lines, checkpoints, telemetry ranks) for the status line.
-// Pure file logic, no widgets; call from a worker thread (it reads the disk). GDAL stays in
-// run_mosaic.cpp.
+// Pure file logic, no widgets; call from a worker thread (it reads the disk). The mosaic is
+// io's (tessera/io/mosaic.hpp), the one the run's own assembly uses.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,8 +35,8 @@ RunOutputs find_run_outputs(const std::string& run_dir);
 /// One status line: tiles finished of total, metrics, checkpoints, telemetry ranks.
 std::string describe_run(const std::string& run_dir, const RunOutputs& out);
 
-/// Builds a VRT mosaic of `tiles` on the grid of `like_image` (same size and geotransform,
-/// north-up) at a fresh /vsimem/ path, and returns that path. Throws tessera::Error.
+/// Builds io's VRT mosaic of `tiles` on the grid of `like_image` (same size and geotransform,
+/// north-up) at a fresh in-memory path, and returns that path. Throws tessera::Error.
 std::string build_tile_mosaic(const std::vector<std::string>& tiles, const std::string& like_image);
 /// Frees a mosaic made by build_tile_mosaic (once no reader has it open).
 void release_tile_mosaic(const std::string& path);

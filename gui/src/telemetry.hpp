@@ -1,36 +1,26 @@
 #pragma once
-// Reading a run's per-rank telemetry: RUN/telemetry/rank-<N>.jsonl, one JSON object per line
-// with time (Unix seconds, or an ISO-8601 string), rank, host, device, mem_used_bytes,
-// mem_total_bytes, util_pct, phase, step, tiles_done, and optionally temperature_c, power_w,
-// and on pipeline ranks pipeline_stage, stage_step_s. Lines that do not parse (a half-written
-// last line, garbage) are skipped and counted, never fatal. Also samples this machine's host
-// CPU and RAM from /proc (the fallback when no GPU is visible). Pure I/O, no widgets; safe to
-// call from a worker thread.
+// Reading a run's per-rank telemetry: RUN/telemetry/rank-<N>.jsonl, one line per sample in
+// the codec of tessera/run/telemetry.hpp (the writer's, parallel::DeviceMonitor). Lines that do
+// not decode (a half-written last line, garbage) are skipped and counted, never fatal. Also
+// samples this machine (its GPUs through NVML, or its host CPU and RAM from /proc) through the
+// shared tessera::DeviceProbe. Pure I/O, no widgets; safe to call from a worker thread.
 #include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/run/telemetry.hpp"
+
 namespace tessera::gui {
 
-struct TelemetrySample {
-  double time = 0;  ///< Unix seconds
-  int rank = -1;
-  std::string host, device, phase;
-  double mem_used = 0, mem_total = 0;  ///< bytes
-  double util_pct = 0;
-  double temperature_c = -1, power_w = -1;  ///< optional ("temperature_c", "power_w"); < 0 unknown
-  long long step = 0, tiles_done = 0;
-  int pipeline_stage = -1;  ///< optional ("pipeline_stage"); -1: not a pipeline rank
-  double stage_step_s = 0;  ///< optional ("stage_step_s"): the stage's last step, seconds
-};
+using TelemetrySample = tessera::TelemetrySample;
 
 struct RankTelemetry {
   int rank = -1;
   std::string file;
   std::vector<TelemetrySample> history;  ///< oldest first, at most `history` samples
   int broken_lines = 0;
+  std::string first_problem;  ///< why the first broken line was skipped
 };
 
 struct TelemetrySnapshot {
@@ -39,8 +29,6 @@ struct TelemetrySnapshot {
   std::vector<std::string> problems;  ///< one line per file with broken lines or read errors
 };
 
-/// Parses one line; nullopt when it is not a telemetry object.
-std::optional<TelemetrySample> parse_telemetry_line(const std::string& line);
 /// Follows every rank-*.jsonl under run_dir/telemetry (or run_dir itself if it is that
 /// folder) incrementally: each poll() reads only the bytes appended since the last one, so a
 /// long run with many ranks costs little per refresh. A line is judged once it ends with a
@@ -55,6 +43,7 @@ class TelemetryReader {
  private:
   struct FileState {
     uintmax_t offset = 0;
+    int64_t lines = 0;  // complete lines read so far
     std::string pending;  // bytes after the last newline
     RankTelemetry rank;
   };
@@ -63,12 +52,13 @@ class TelemetryReader {
   std::map<std::string, FileState> files_;
 };
 
-/// This machine: memory used/total from /proc/meminfo, CPU busy % since the previous call.
+/// This machine's host (rank -1, device "cpu", phase "host"): memory in use / total from
+/// /proc/meminfo, CPU busy % since the previous call.
 TelemetrySample sample_local_host();
 
-/// This machine's GPUs through NVML (libnvidia-ml.so.1 loaded with dlopen at first use):
-/// name, memory, utilisation, temperature, power. Empty when NVML or a GPU is absent;
-/// `note` then says why (e.g. "NVML not found: host CPU/RAM shown").
+/// This machine's GPUs through NVML (loaded once, at first use): name, memory, utilisation,
+/// temperature, power. Empty when NVML or a GPU is absent; `note` then says why (e.g. "NVML
+/// not found (no NVIDIA driver): host CPU/RAM shown").
 std::vector<TelemetrySample> sample_local_gpus(std::string* note = nullptr);
 
 }  // namespace tessera::gui

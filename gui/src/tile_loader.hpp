@@ -1,6 +1,6 @@
 #pragma once
 // Background reading of raster tiles for RasterView (Qt's mandelbrot / QgsMapRendererJob
-// pattern): worker threads each own their GDAL datasets, take the most recent requests
+// pattern): worker threads each own their io raster readers, take the most recent requests
 // first, and hand back decoded QImages through queued signals. The widget never does I/O.
 // request() replaces whatever is still queued (tiles the user panned away from are
 // dropped). The destructor cancels the queue and joins the workers.

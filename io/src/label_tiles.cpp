@@ -1,20 +1,19 @@
 #include "tessera/io/label_tiles.hpp"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 
+#include <cpl_error.h>
 #include <gdal.h>
 #include <gdal_utils.h>
-#include <cpl_conv.h>
-#include <cpl_error.h>
 
+#include "gdal_error.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/io/mosaic.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/run/run_layout.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::io {
 namespace {
@@ -49,43 +48,39 @@ bool close(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-std::string gdal_error() {
-  const char* m = CPLGetLastErrorMsg();
-  return m && *m ? m : "GDAL error";
+// The insets cover the image once (the grid's promise); a gap would be silent nodata in the VRT.
+void check_coverage(const std::string& vrt, const std::vector<Box>& insets, const ImageInfo& like) {
+  int64_t covered = 0;
+  for (const Box& inset : insets) covered += inset.clipped(like.extent).count();
+  const int64_t pixels = Box{Index(like.extent.size(), 0), like.extent}.count();
+  if (covered != pixels)
+    throw Error(vrt + ": tiles cover " + std::to_string(covered) + " of " + std::to_string(pixels) +
+                " pixels of " + to_string(like.extent));
 }
 
-void assemble_raster(const std::vector<std::string>& tiles, const std::string& output, const ImageInfo& like) {
+// The tiles' VRT (kept as <tiles dir>/mosaic.vrt) translated to one GeoTIFF at `output`.
+void assemble_raster(const std::vector<std::string>& tiles, const std::vector<Box>& insets, const std::string& output,
+                     const ImageInfo& like) {
   init_gdal();
-  const std::string vrt = TileSetLayout(fs::path(tiles.front()).parent_path().string()).mosaic();
-  const std::string vrt_tmp = vrt + ".partial-" + std::to_string(::getpid());
-  std::vector<const char*> names;
-  for (const auto& t : tiles) names.push_back(t.c_str());
+  StagedFile vrt(TileSetLayout(fs::path(tiles.front()).parent_path().string()).mosaic());
+  check_coverage(vrt.final_path(), insets, like);
+  build_mosaic_vrt(vrt.path(), tiles, like);
   CPLErrorReset();
-  int usage = 0;
-  GDALDatasetH v = GDALBuildVRT(vrt_tmp.c_str(), int(names.size()), nullptr, names.data(), nullptr, &usage);
-  if (!v) throw Error(vrt + ": cannot build the tile mosaic: " + gdal_error());
-  if (GDALGetRasterXSize(v) != like.extent[1] || GDALGetRasterYSize(v) != like.extent[0]) {
-    GDALClose(v);
-    throw Error(vrt + ": tiles cover " + std::to_string(GDALGetRasterYSize(v)) + " x " +
-                std::to_string(GDALGetRasterXSize(v)) + ", expected " + to_string(like.extent));
-  }
+  GDALDatasetH v = GDALOpen(vrt.path().c_str(), GA_ReadOnly);
+  if (!v) throw Error(vrt.final_path() + ": cannot open the tile mosaic: " + detail::gdal_error());
   // Same layout as LabelRasterWriter's single-process output.
   const char* argv[] = {"-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=256", "-co", "BLOCKYSIZE=256",
                         "-co", "COMPRESS=DEFLATE", "-co", "BIGTIFF=IF_SAFER", nullptr};
   GDALTranslateOptions* options = GDALTranslateOptionsNew(const_cast<char**>(argv), nullptr);
-  const std::string tmp = output + ".partial-" + std::to_string(::getpid());
-  GDALDatasetH out = GDALTranslate(tmp.c_str(), v, options, &usage);
+  StagedFile out(output);
+  int usage = 0;
+  GDALDatasetH translated = GDALTranslate(out.path().c_str(), v, options, &usage);
   GDALTranslateOptionsFree(options);
   GDALClose(v);
-  if (!out) {
-    VSIUnlink(tmp.c_str());
-    throw Error(output + ": cannot write the mosaic: " + gdal_error());
-  }
-  GDALClose(out);
-  std::error_code ec;
-  fs::rename(vrt_tmp, vrt, ec);
-  fs::rename(tmp, output, ec);
-  if (ec) throw Error(output + ": cannot move the finished mosaic into place: " + ec.message());
+  if (!translated) throw Error(output + ": cannot write the mosaic: " + detail::gdal_error());
+  GDALClose(translated);
+  vrt.commit();
+  out.commit();
 }
 
 }  // namespace
@@ -124,7 +119,7 @@ void assemble_label_tiles(const std::vector<std::string>& tiles, const std::vect
   TESSERA_CHECK(tiles.size() == insets.size());
   if (tiles.empty()) throw Error(output + ": no tiles to assemble");
   if (is_raster(like) && like.geo.geotransform.size() == 6) {
-    assemble_raster(tiles, output, like);
+    assemble_raster(tiles, insets, output, like);
     return;
   }
   // Volumes, and rasters without a geotransform (a VRT needs one to place its sources): paste.

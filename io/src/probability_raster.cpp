@@ -1,24 +1,17 @@
 #include "tessera/io/probability_raster.hpp"
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <limits>
+#include <optional>
 
 #include <cpl_error.h>
-#include <cpl_vsi.h>
 #include <gdal.h>
 
+#include "gdal_error.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::io {
-namespace {
-std::string gdal_error(const std::string& fallback) {
-  const char* msg = CPLGetLastErrorMsg();
-  return (msg && *msg) ? std::string(msg) : fallback;
-}
-}  // namespace
 
 void ProbabilityRasterOptions::validate() const {
   if (path.empty()) throw Error("path: an output file name is required");
@@ -29,7 +22,8 @@ void ProbabilityRasterOptions::validate() const {
 }
 
 struct ProbabilityRasterWriter::Impl {
-  std::string path, tmp;
+  std::string path;
+  std::optional<StagedFile> staged;  // removes the temporary unless committed
   int classes = 0;
   GDALDatasetH ds = nullptr;
   bool committed = false;
@@ -41,17 +35,16 @@ ProbabilityRasterWriter::ProbabilityRasterWriter(ProbabilityRasterOptions o) : i
   impl_->path = o.path;
   impl_->classes = o.classes;
   // Keep the extension so GDAL and people see a GeoTIFF; the name says it is unfinished.
-  const std::filesystem::path p(o.path);
-  impl_->tmp = (p.parent_path() / (p.stem().string() + ".partial-" + std::to_string(::getpid()) + ".tif")).string();
+  impl_->staged.emplace(o.path, ".tif");
   const std::string block = std::to_string(o.block);
   const std::string compress = "COMPRESS=" + o.compress;
   const std::string bx = "BLOCKXSIZE=" + block, by = "BLOCKYSIZE=" + block;
   const char* options[] = {"TILED=YES", bx.c_str(), by.c_str(), compress.c_str(), "PREDICTOR=3",
                            "INTERLEAVE=BAND", "BIGTIFF=IF_SAFER", nullptr};
   CPLErrorReset();
-  impl_->ds = GDALCreate(GDALGetDriverByName("GTiff"), impl_->tmp.c_str(), static_cast<int>(o.extent[1]),
+  impl_->ds = GDALCreate(GDALGetDriverByName("GTiff"), impl_->staged->path().c_str(), static_cast<int>(o.extent[1]),
                          static_cast<int>(o.extent[0]), o.classes, GDT_Float32, const_cast<char**>(options));
-  if (!impl_->ds) throw Error(o.path + ": cannot create the probability raster: " + gdal_error("GDAL error"));
+  if (!impl_->ds) throw Error(o.path + ": cannot create the probability raster: " + detail::gdal_error());
   if (!o.geo.crs_wkt.empty()) GDALSetProjection(impl_->ds, o.geo.crs_wkt.c_str());
   if (o.geo.geotransform.size() == 6) GDALSetGeoTransform(impl_->ds, const_cast<double*>(o.geo.geotransform.data()));
   for (int c = 0; c < o.classes; ++c) {
@@ -63,8 +56,7 @@ ProbabilityRasterWriter::ProbabilityRasterWriter(ProbabilityRasterOptions o) : i
 }
 
 ProbabilityRasterWriter::~ProbabilityRasterWriter() {
-  if (impl_->ds) GDALClose(impl_->ds);
-  if (!impl_->committed) VSIUnlink(impl_->tmp.c_str());
+  if (impl_->ds) GDALClose(impl_->ds);  // before the staged file removes an uncommitted temporary
 }
 
 void ProbabilityRasterWriter::write(const Box& box, const Block<float>& probs) {
@@ -75,7 +67,7 @@ void ProbabilityRasterWriter::write(const Box& box, const Block<float>& probs) {
   if (GDALDatasetRasterIO(impl_->ds, GF_Write, int(box.origin[1]), int(box.origin[0]), int(box.size[1]),
                           int(box.size[0]), const_cast<float*>(probs.data.data()), int(box.size[1]), int(box.size[0]),
                           GDT_Float32, impl_->classes, nullptr, 0, 0, 0) != CE_None)
-    throw Error(impl_->path + ": write failed in window " + to_string(box) + ": " + gdal_error("GDAL error"));
+    throw Error(impl_->path + ": write failed in window " + to_string(box) + ": " + detail::gdal_error());
 }
 
 void ProbabilityRasterWriter::commit() {
@@ -84,10 +76,8 @@ void ProbabilityRasterWriter::commit() {
   GDALClose(impl_->ds);
   impl_->ds = nullptr;
   if (CPLGetLastErrorType() >= CE_Failure)
-    throw Error(impl_->path + ": finishing the output failed: " + gdal_error("GDAL error"));
-  std::error_code ec;
-  std::filesystem::rename(impl_->tmp, impl_->path, ec);
-  if (ec) throw Error(impl_->path + ": cannot move the finished output into place: " + ec.message());
+    throw Error(impl_->path + ": finishing the output failed: " + detail::gdal_error());
+  impl_->staged->commit();
   impl_->committed = true;
 }
 

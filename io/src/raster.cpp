@@ -1,9 +1,9 @@
 #include "tessera/io/raster.hpp"
 
-#include <unistd.h>
-
+#include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <filesystem>
+#include <limits>
 #include <mutex>
 
 #include <cpl_conv.h>
@@ -11,21 +11,17 @@
 #include <cpl_vsi.h>
 #include <gdal.h>
 #include <gdal_priv.h>
+#include <ogr_srs_api.h>
 
+#include "gdal_error.hpp"
 #include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::io {
 namespace {
 
-// GDAL's last message on one line (user errors are one line), or `fallback`.
-std::string last_gdal_error(const std::string& fallback) {
-  const char* msg = CPLGetLastErrorMsg();
-  std::string text = (msg && *msg) ? std::string(msg) : fallback;
-  for (char& c : text)
-    if (c == '\n' || c == '\r') c = ' ';
-  return text;
-}
+using detail::gdal_error;
 
 Box check_inside(const std::string& path, const Box& box, const Index& extent) {
   if (box.dims() != 2 || !Box{{0, 0}, extent}.contains(box))
@@ -63,11 +59,31 @@ std::string damaged_blocks(GDALRasterBandH band, const Box& box) {
 
 // The error for a failed read of `box`: the window, the damaged blocks, GDAL's reason.
 Error read_error(const std::string& path, GDALRasterBandH band, const Box& box) {
-  const std::string reason = last_gdal_error("GDAL reported an error (truncated or corrupt file?)");
+  const std::string reason = gdal_error("GDAL reported an error (truncated or corrupt file?)");
   const std::string blocks = damaged_blocks(band, box);
   return Error(path + ": read failed in window " + to_string(box) + (blocks.empty() ? "" : ": damaged " + blocks) +
                ": " + reason);
 }
+
+std::optional<double> band_nodata(GDALRasterBandH band) {
+  int ok = 0;
+  const double v = GDALGetRasterNoDataValue(band, &ok);
+  return ok ? std::optional<double>(v) : std::nullopt;
+}
+
+// GDAL's resampled read of `window` (y, x) into a buffer of `size` (rows, columns) of `type`.
+CPLErr read_window(GDALDatasetH ds, const Box& window, const Index& size, void* out, GDALDataType type,
+                   const std::vector<int>& bands, Resampling how) {
+  GDALRasterIOExtraArg extra;
+  INIT_RASTERIO_EXTRA_ARG(extra);
+  extra.eResampleAlg = how == Resampling::nearest ? GRIORA_NearestNeighbour : GRIORA_Average;
+  CPLErrorReset();
+  return GDALDatasetRasterIOEx(ds, GF_Read, int(window.origin[1]), int(window.origin[0]), int(window.size[1]),
+                               int(window.size[0]), out, int(size[1]), int(size[0]), type, int(bands.size()),
+                               const_cast<int*>(bands.data()), 0, 0, 0, &extra);
+}
+
+std::atomic<bool> g_cache_capped{false};
 
 }  // namespace
 
@@ -81,6 +97,11 @@ void init_gdal(int64_t cache_bytes) {
     CPLSetErrorHandler(CPLQuietErrorHandler);
   });
   GDALSetCacheMax64(cache_bytes);
+  g_cache_capped = true;
+}
+
+void ensure_gdal() {
+  if (!g_cache_capped) init_gdal();
 }
 
 struct RasterReader::Impl {
@@ -93,11 +114,12 @@ struct RasterReader::Impl {
 };
 
 RasterReader::RasterReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
-  init_gdal();
-  if (!std::filesystem::exists(path)) throw Error(path + ": no such file");
+  ensure_gdal();
+  VSIStatBufL stat;  // VSI, not std::filesystem: /vsimem/ mosaics and /vsicurl/ COGs count too
+  if (VSIStatL(path.c_str(), &stat) != 0) throw Error(path + ": no such file");
   CPLErrorReset();
   impl_->ds = GDALOpenEx(path.c_str(), GDAL_OF_RASTER | GDAL_OF_READONLY, nullptr, nullptr, nullptr);
-  if (!impl_->ds) throw Error(path + ": cannot open as a raster: " + last_gdal_error("not a recognised format"));
+  if (!impl_->ds) throw Error(path + ": cannot open as a raster: " + gdal_error("not a recognised format"));
   const int count = GDALGetRasterCount(impl_->ds);
   if (count < 1) throw Error(path + ": has no raster bands");
   for (int b = 1; b <= count; ++b) {
@@ -113,11 +135,7 @@ RasterReader::RasterReader(const std::string& path) : impl_(std::make_unique<Imp
   info_.data_type = GDALGetDataTypeName(GDALGetRasterDataType(first));
   info_.extent = {GDALGetRasterYSize(impl_->ds), GDALGetRasterXSize(impl_->ds)};
   info_.channels = static_cast<int>(impl_->bands.size());
-  for (int b : impl_->bands) {
-    int ok = 0;
-    const double v = GDALGetRasterNoDataValue(GDALGetRasterBand(impl_->ds, b), &ok);
-    info_.nodata.push_back(ok ? std::optional<double>(v) : std::nullopt);
-  }
+  for (int b : impl_->bands) info_.nodata.push_back(band_nodata(GDALGetRasterBand(impl_->ds, b)));
   if (const char* wkt = GDALGetProjectionRef(impl_->ds)) info_.geo.crs_wkt = wkt;
   double gt[6];
   if (GDALGetGeoTransform(impl_->ds, gt) == CE_None) info_.geo.geotransform.assign(gt, gt + 6);
@@ -143,7 +161,7 @@ Block<float> RasterReader::read(const Box& box) const {
     GDALRasterBandH m = GDALGetMaskBand(GDALGetRasterBand(impl_->ds, impl_->bands[c]));
     if (GDALRasterIO(m, GF_Read, x0, y0, w, h, mask.data(), w, h, GDT_Byte, 0, 0) != CE_None)
       throw Error(info_.path + ": reading the nodata mask failed in window " + to_string(box) + ": " +
-                  last_gdal_error("GDAL error"));
+                  gdal_error("GDAL error"));
     float* p = out.data.data() + c * plane;
     for (int64_t i = 0; i < plane; ++i)
       if (mask[i] == 0) p[i] = std::numeric_limits<float>::quiet_NaN();
@@ -173,35 +191,140 @@ Block<float> RasterReader::read_preview(int64_t max_side, bool nearest) const {
   const double f = std::min(1.0, double(max_side) / double(std::max(h, w)));
   const int ph = std::max<int>(1, int(std::lround(h * f))), pw = std::max<int>(1, int(std::lround(w * f)));
   Block<float> out({info_.channels, ph, pw});
-  GDALRasterIOExtraArg extra;
-  INIT_RASTERIO_EXTRA_ARG(extra);
-  extra.eResampleAlg = nearest ? GRIORA_NearestNeighbour : GRIORA_Average;
+  if (read_window(impl_->ds, Box{{0, 0}, info_.extent}, {ph, pw}, out.data.data(), GDT_Float32, impl_->bands,
+                  nearest ? Resampling::nearest : Resampling::average) != CE_None)
+    throw Error(info_.path + ": preview read failed: " + gdal_error("GDAL error"));
+  return out;
+}
+
+RasterDescription RasterReader::describe() const {
+  RasterDescription d;
+  d.bands = GDALGetRasterCount(impl_->ds);
+  for (int b = 1; b <= d.bands; ++b) {
+    GDALRasterBandH band = GDALGetRasterBand(impl_->ds, b);
+    d.nodata.push_back(band_nodata(band));
+    const char* name = GDALGetDescription(band);
+    d.band_names.emplace_back(name ? name : "");
+  }
+  GDALRasterBandH b1 = GDALGetRasterBand(impl_->ds, 1);
+  d.overview_count = GDALGetOverviewCount(b1);
+  for (int i = 0; i < 256; ++i) {
+    const std::string key = "CLASS_" + std::to_string(i);
+    if (const char* n = GDALGetMetadataItem(impl_->ds, key.c_str(), nullptr)) d.class_names[size_t(i)] = n;
+  }
+  if (char** categories = GDALGetRasterCategoryNames(b1))  // GDAL's own class names (e.g. from .aux.xml / PAM)
+    for (int i = 0; i < 256 && categories[i]; ++i)
+      if (d.class_names[size_t(i)].empty() && *categories[i]) d.class_names[size_t(i)] = categories[i];
+  if (GDALColorTableH ct = GDALGetRasterColorTable(b1)) {
+    std::array<uint32_t, 256> table{};
+    for (int i = 0; i < 256 && i < GDALGetColorEntryCount(ct); ++i) {
+      const GDALColorEntry* e = GDALGetColorEntry(ct, i);
+      table[size_t(i)] = (0xFFu << 24) | (uint32_t(e->c1) << 16) | (uint32_t(e->c2) << 8) | uint32_t(e->c3);
+    }
+    d.color_table = table;
+  }
+  return d;
+}
+
+Block<float> RasterReader::read_resampled(const Box& window, const Index& size, const std::vector<int>& bands,
+                                          Resampling how) const {
+  check_inside(info_.path, window, info_.extent);
+  TESSERA_CHECK(size.size() == 2 && size[0] >= 0 && size[1] >= 0);
+  Block<float> out({int64_t(bands.size()), size[0], size[1]});
+  const int64_t plane = size[0] * size[1];
+  if (plane == 0 || bands.empty()) return out;
+  if (read_window(impl_->ds, window, size, out.data.data(), GDT_Float32, bands, how) != CE_None)
+    throw Error(info_.path + ": read failed in window " + to_string(window) + " at " + std::to_string(size[0]) +
+                " x " + std::to_string(size[1]) + ": " + gdal_error("GDAL error (truncated or corrupt file?)"));
+  for (size_t c = 0; c < bands.size(); ++c) {
+    const auto nodata = band_nodata(GDALGetRasterBand(impl_->ds, bands[c]));
+    if (!nodata) continue;
+    const float v = static_cast<float>(*nodata);
+    float* p = out.data.data() + int64_t(c) * plane;
+    for (int64_t i = 0; i < plane; ++i)
+      if (p[i] == v) p[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return out;
+}
+
+Block<uint8_t> RasterReader::read_labels_resampled(const Box& window, const Index& size) const {
+  check_inside(info_.path, window, info_.extent);
+  TESSERA_CHECK(size.size() == 2 && size[0] >= 0 && size[1] >= 0);
+  Block<uint8_t> out({1, size[0], size[1]});
+  if (out.data.empty()) return out;
+  if (read_window(impl_->ds, window, size, out.data.data(), GDT_Byte, {1}, Resampling::nearest) != CE_None)
+    throw Error(info_.path + ": label read failed in window " + to_string(window) + " at " +
+                std::to_string(size[0]) + " x " + std::to_string(size[1]) + ": " +
+                gdal_error("GDAL error (truncated or corrupt file?)"));
+  return out;
+}
+
+std::vector<double> RasterReader::read_pixel(int64_t row, int64_t column) const {
+  if (row < 0 || column < 0 || row >= info_.extent[0] || column >= info_.extent[1]) return {};
+  const int bands = GDALGetRasterCount(impl_->ds);
+  std::vector<double> v(size_t(bands), 0.0);
   CPLErrorReset();
-  if (GDALDatasetRasterIOEx(impl_->ds, GF_Read, 0, 0, int(w), int(h), out.data.data(), pw, ph, GDT_Float32,
-                            info_.channels, impl_->bands.data(), 0, 0, 0, &extra) != CE_None)
-    throw Error(info_.path + ": preview read failed: " + last_gdal_error("GDAL error"));
+  if (GDALDatasetRasterIO(impl_->ds, GF_Read, int(column), int(row), 1, 1, v.data(), 1, 1, GDT_Float64, bands,
+                          nullptr, 0, 0, 0) != CE_None)
+    throw Error(info_.path + ": pixel read failed: " + gdal_error("GDAL error"));
+  return v;
+}
+
+void build_overviews(const std::string& path, Resampling how) {
+  ensure_gdal();
+  CPLErrorReset();
+  GDALDatasetH ds = GDALOpen(path.c_str(), GA_ReadOnly);  // read-only: GDAL writes an external .ovr
+  if (!ds) throw Error(path + ": cannot open to build overviews: " + gdal_error("GDAL error"));
+  std::vector<int> factors;
+  for (int f = 2; std::max(GDALGetRasterXSize(ds), GDALGetRasterYSize(ds)) / f >= 128; f *= 2) factors.push_back(f);
+  CPLErr err = CE_None;
+  if (!factors.empty())
+    err = GDALBuildOverviews(ds, how == Resampling::nearest ? "NEAREST" : "AVERAGE", int(factors.size()),
+                             factors.data(), 0, nullptr, nullptr, nullptr);
+  GDALClose(ds);
+  if (err != CE_None) throw Error(path + ": building overviews failed: " + gdal_error("GDAL error"));
+}
+
+std::optional<std::array<double, 2>> map_to_lonlat(const std::string& crs_wkt, double x, double y) {
+  if (crs_wkt.empty()) return std::nullopt;
+  OGRSpatialReferenceH src = OSRNewSpatialReference(crs_wkt.c_str());
+  if (!src) return std::nullopt;
+  OGRSpatialReferenceH dst = OSRCloneGeogCS(src);
+  std::optional<std::array<double, 2>> out;
+  if (dst) {
+    OSRSetAxisMappingStrategy(src, OAMS_TRADITIONAL_GIS_ORDER);
+    OSRSetAxisMappingStrategy(dst, OAMS_TRADITIONAL_GIS_ORDER);
+    if (OGRCoordinateTransformationH t = OCTNewCoordinateTransformation(src, dst)) {
+      double lon = x, lat = y;
+      if (OCTTransform(t, 1, &lon, &lat, nullptr)) out = std::array<double, 2>{lon, lat};
+      OCTDestroyCoordinateTransformation(t);
+    }
+    OSRDestroySpatialReference(dst);
+  }
+  OSRDestroySpatialReference(src);
   return out;
 }
 
 struct LabelRasterWriter::Impl {
-  std::string path, tmp;
-  GDALDatasetH ds = nullptr;
-  bool committed = false;
+  explicit Impl(const std::string& path) : staged(path) {}
+  StagedFile staged;             // the GeoTIFF is written under staged.path()
+  GDALDatasetH ds = nullptr;     // closed before `staged` removes an uncommitted temporary
+  ~Impl() {
+    if (ds) GDALClose(ds);
+  }
 };
 
-LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_unique<Impl>()) {
+LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_unique<Impl>(o.path)) {
   init_gdal();
-  impl_->path = o.path;
-  impl_->tmp = o.path + ".partial-" + std::to_string(::getpid());
   GDALDriverH driver = GDALGetDriverByName("GTiff");
   const std::string block = std::to_string(o.block);
   const std::string compress = "COMPRESS=" + o.compress;
   const std::string bx = "BLOCKXSIZE=" + block, by = "BLOCKYSIZE=" + block;
   const char* options[] = {"TILED=YES", bx.c_str(), by.c_str(), compress.c_str(), "BIGTIFF=IF_SAFER", nullptr};
   CPLErrorReset();
-  impl_->ds = GDALCreate(driver, impl_->tmp.c_str(), static_cast<int>(o.extent[1]), static_cast<int>(o.extent[0]), 1,
+  impl_->ds = GDALCreate(driver, impl_->staged.path().c_str(), static_cast<int>(o.extent[1]), static_cast<int>(o.extent[0]), 1,
                          GDT_Byte, const_cast<char**>(options));
-  if (!impl_->ds) throw Error(o.path + ": cannot create output raster: " + last_gdal_error("GDAL error"));
+  if (!impl_->ds) throw Error(o.path + ": cannot create output raster: " + gdal_error("GDAL error"));
   if (!o.geo.crs_wkt.empty()) GDALSetProjection(impl_->ds, o.geo.crs_wkt.c_str());
   if (o.geo.geotransform.size() == 6) GDALSetGeoTransform(impl_->ds, const_cast<double*>(o.geo.geotransform.data()));
   GDALRasterBandH band = GDALGetRasterBand(impl_->ds, 1);
@@ -216,32 +339,26 @@ LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_uni
   GDALDestroyColorTable(table);
 }
 
-LabelRasterWriter::~LabelRasterWriter() {
-  if (impl_->ds) GDALClose(impl_->ds);
-  if (!impl_->committed) VSIUnlink(impl_->tmp.c_str());
-}
+LabelRasterWriter::~LabelRasterWriter() = default;
 
 void LabelRasterWriter::write(const Box& box, const Block<uint8_t>& labels) {
-  TESSERA_CHECK(impl_->ds && !impl_->committed);
+  TESSERA_CHECK(impl_->ds);
   TESSERA_CHECK(labels.numel() == box.count());
   CPLErrorReset();
   if (GDALRasterIO(GDALGetRasterBand(impl_->ds, 1), GF_Write, int(box.origin[1]), int(box.origin[0]), int(box.size[1]),
                    int(box.size[0]), const_cast<uint8_t*>(labels.data.data()), int(box.size[1]), int(box.size[0]),
                    GDT_Byte, 0, 0) != CE_None)
-    throw Error(impl_->path + ": write failed in window " + to_string(box) + ": " + last_gdal_error("GDAL error"));
+    throw Error(impl_->staged.final_path() + ": write failed in window " + to_string(box) + ": " + gdal_error("GDAL error"));
 }
 
 void LabelRasterWriter::commit() {
-  TESSERA_CHECK(impl_->ds && !impl_->committed);
+  TESSERA_CHECK(impl_->ds);
   CPLErrorReset();
   GDALClose(impl_->ds);
   impl_->ds = nullptr;
   if (CPLGetLastErrorType() >= CE_Failure)
-    throw Error(impl_->path + ": finishing the output failed: " + last_gdal_error("GDAL error"));
-  std::error_code ec;
-  std::filesystem::rename(impl_->tmp, impl_->path, ec);
-  if (ec) throw Error(impl_->path + ": cannot move the finished output into place: " + ec.message());
-  impl_->committed = true;
+    throw Error(impl_->staged.final_path() + ": finishing the output failed: " + gdal_error("GDAL error"));
+  impl_->staged.commit();
 }
 
 }  // namespace tessera::io

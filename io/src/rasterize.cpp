@@ -1,7 +1,5 @@
 #include "tessera/io/rasterize.hpp"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -10,15 +8,18 @@
 #include <gdal_utils.h>
 #include <ogrsf_frmts.h>
 
+#include "gdal_error.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace tessera::io {
 namespace {
 
+// GDAL's last message in parentheses, or nothing when it has none.
 std::string gdal_message() {
-  const char* m = CPLGetLastErrorMsg();
-  return m && *m ? std::string(" (") + m + ")" : std::string();
+  const std::string m = detail::gdal_error("");
+  return m.empty() ? std::string() : " (" + m + ")";
 }
 
 struct DatasetCloser {
@@ -67,14 +68,13 @@ void rasterize_polygons(const std::string& vector_path, const std::string& image
   double gt[6];
   if (ref->GetGeoTransform(gt) != CE_None) throw Error(image + ": has no geotransform to rasterize polygons onto");
 
-  namespace fs = std::filesystem;
-  const std::string tmp = out_path + ".partial-" + std::to_string(::getpid()) + ".tif";
-  try {
+  StagedFile staged(out_path, ".tif");  // removed unless committed
+  {
     GDALDriver* gtiff = GetGDALDriverManager()->GetDriverByName("GTiff");
     char** co = nullptr;
     co = CSLSetNameValue(co, "TILED", "YES");
     co = CSLSetNameValue(co, "COMPRESS", "DEFLATE");
-    Dataset out(gtiff->Create(tmp.c_str(), ref->GetRasterXSize(), ref->GetRasterYSize(), 1, GDT_Byte, co));
+    Dataset out(gtiff->Create(staged.path().c_str(), ref->GetRasterXSize(), ref->GetRasterYSize(), 1, GDT_Byte, co));
     CSLDestroy(co);
     if (!out) throw Error(out_path + ": cannot create" + gdal_message());
     out->SetGeoTransform(gt);
@@ -92,12 +92,8 @@ void rasterize_polygons(const std::string& vector_path, const std::string& image
     GDALRasterizeOptionsFree(ro);
     if (!done || failed) throw Error(vector_path + ": cannot rasterize onto " + image + gdal_message());
     out.reset();
-    fs::rename(tmp, out_path);
-  } catch (...) {
-    std::error_code ignored;
-    fs::remove(tmp, ignored);
-    throw;
   }
+  staged.commit();
 }
 
 }  // namespace tessera::io

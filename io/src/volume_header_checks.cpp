@@ -21,6 +21,7 @@
 #include <zlib.h>
 
 #include "tessera/core/error.hpp"
+#include "volume_itk.hpp"
 
 namespace tessera::io::detail {
 namespace fs = std::filesystem;
@@ -31,12 +32,6 @@ std::string lower(std::string s) {
 }
 
 namespace {
-
-constexpr unsigned kDims = 3;
-
-[[noreturn]] void fail(const std::string& path, const std::string& problem) {
-  throw Error(path + ": " + problem);
-}
 
 std::string format_number(double v) {
   char buf[32];
@@ -385,14 +380,14 @@ void check_header(const std::string& path, const itk::ImageIOBase& io) {
                    " components per voxel; only scalar volumes are supported");
   std::vector<uint64_t> sizes;
   for (unsigned d = 0; d < io.GetNumberOfDimensions(); ++d) sizes.push_back(io.GetDimensions(d));
-  for (unsigned d = kDims; d < sizes.size(); ++d) {
+  for (unsigned d = kVolumeDims; d < sizes.size(); ++d) {
     if (sizes[d] > 1)
       fail(path, "volume has " + std::to_string(sizes.size()) + " dimensions (" + join_sizes(sizes) +
                      "); only 3-D volumes are supported (a 4-D file with a single time point is fine)");
   }
   std::string spacing;
   bool spacing_ok = true;
-  for (unsigned d = 0; d < std::min<unsigned>(kDims, io.GetNumberOfDimensions()); ++d) {
+  for (unsigned d = 0; d < std::min<unsigned>(kVolumeDims, io.GetNumberOfDimensions()); ++d) {
     const double s = io.GetSpacing(d);
     spacing_ok = spacing_ok && std::isfinite(s) && s > 0;
     spacing += (spacing.empty() ? "" : " x ") + format_number(s);

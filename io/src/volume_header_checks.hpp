@@ -1,5 +1,6 @@
 #pragma once
-// Checks of volume files that ITK does not make (internal to io/src; see volume.cpp).
+// Checks of volume files that ITK does not make (internal to io/src; used by volume_read.cpp
+// and volume_dicom.cpp before ITK reads a voxel).
 // Each names the file; none allocates in proportion to what a header claims.
 #include <cstdint>
 #include <optional>

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/losses.hpp"
-#include "tessera/core/process_memory.hpp"
+#include "tessera/run/process_memory.hpp"
 #include "tessera/core/unet_stages.hpp"
 #include "tessera/parallel/planner.hpp"
 

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -360,7 +363,7 @@ void PlanOptions::validate() const {
 namespace {
 
 // Aligned insets from the alignment up to the largest image axis (rounded up); a geometric
-// subset when there are more than `limit`. Independent of memory, so more memory can only
+// subset when there are more than max_tile_candidates. Independent of memory, so more memory can only
 // add feasible candidates.
 std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a) {
   const int64_t largest = *std::max_element(o.image.begin(), o.image.end());
@@ -382,12 +385,91 @@ std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a) {
   return sides;
 }
 
+// ---- plan(): candidates, their memory, their cost, the choice and its reasons ----------
+
+// Checkpointing modes searched: the one asked, else never and always for training (inference
+// keeps no activations).
+std::vector<ActivationCheckpoint> checkpoint_modes(const PlanOptions& o) {
+  if (o.checkpoint) return {*o.checkpoint};
+  if (o.training) return {ActivationCheckpoint::kNever, ActivationCheckpoint::kAlways};
+  return {ActivationCheckpoint::kNever};
+}
+
+// M searched: 1, 2, 4, … up to max_micro_batches.
+std::vector<int> micro_batch_values(const PlanOptions& o) {
+  std::vector<int> micro;
+  for (int m = 1; m <= o.max_micro_batches; m *= 2) micro.push_back(m);
+  return micro;
+}
+
+// What one tile inset T costs whatever M, K and checkpointing are: the network at T's input
+// side, the memory terms of every stage [first, last], and prefix sums of the per-layer
+// seconds and parameters, so a stage's time and allreduce volume are two lookups.
+struct TileModel {
+  int64_t inset = 0;  // T
+  LayerSequence seq;
+  int layers = 0;
+  int k_max = 0;                      // K searched in 1 … k_max
+  int64_t tiles = 0;                  // per pass over the image
+  std::vector<StageTerms> terms;      // stage [first, last] at first · layers + last
+  std::vector<double> seconds_prefix;  // Σ seconds of layers 0 … i − 1
+  std::vector<int64_t> param_prefix;   // Σ parameters of layers 0 … i − 1
+
+  const StageTerms& stage(int first, int last) const { return terms[size_t(first) * layers + last]; }
+  double seconds(int first, int size) const { return seconds_prefix[first + size] - seconds_prefix[first]; }
+  int64_t params(int first, int size) const { return param_prefix[first + size] - param_prefix[first]; }
+};
+
+// nullopt when the network cannot take T's input side (e.g. a `same` network whose input
+// side is odd before a pooling).
+std::optional<TileModel> model_tile(const PlanOptions& o, int64_t inset) {
+  TileModel m;
+  m.inset = inset;
+  try {
+    m.seq = unet_layer_sequence(o.model, inset + unet_remainder(o.model) + 2 * unet_halo(o.model));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  const int n = m.layers = m.seq.size();
+  m.k_max = std::min({n, o.devices, o.max_stages});
+  const std::vector<int64_t> extra =
+      o.memory_calibration.empty() ? std::vector<int64_t>{} : o.memory_calibration.extra_bytes(m.seq);
+  m.terms.resize(size_t(n) * n);
+  for (int i = 0; i < n; ++i)
+    for (int j = i; j < n; ++j) m.terms[size_t(i) * n + j] = stage_terms(m.seq, i, j, o.training, extra);
+  const auto seconds = o.training && !o.time_calibration.empty()
+                           ? o.time_calibration.seconds(m.seq)
+                           : predicted_layer_seconds(m.seq, o.device_flops, o.memory_bytes_per_second, o.training);
+  m.seconds_prefix.assign(n + 1, 0.0);
+  m.param_prefix.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    m.seconds_prefix[i + 1] = m.seconds_prefix[i] + seconds[i];
+    m.param_prefix[i + 1] = m.param_prefix[i] + m.seq.layers[i].params;
+  }
+  m.tiles = 1;
+  for (int64_t extent : o.image) m.tiles *= (extent + inset - 1) / inset;
+  return m;
+}
+
+// A stage's memory on one device with M micro-batches and checkpointing `ck`, baseline included.
+StageCost stage_memory(const PlanOptions& o, const TileModel& tile, int micro_batches, ActivationCheckpoint ck) {
+  const StageMemoryOptions mo = StageMemoryOptions{}
+                                    .with_micro_batches(micro_batches)
+                                    .with_schedule(o.schedule)
+                                    .with_training(o.training)
+                                    .with_checkpoint(ck);
+  return [&o, &tile, mo, ck](int f, int l, int e) {
+    return double(o.baseline_bytes + tile.stage(f, l).bytes(mo.in_flight(e), ck));
+  };
+}
+
+// One layout that fits: indices into the searched values and its predictions.
 struct Candidate {
   int t = -1, m = 0, k = 0;  // indices: tile candidate, micro-batches value, stages
   double pass = kInf, step = 0, max_stage_seconds = 0;
   int dp = 0;
   int64_t steps = 0, peak = 0, tiles = 0;
-  Partition memory;  // stage costs in bytes without baseline
+  Partition memory;  // stage costs in bytes, baseline included
   std::vector<double> stage_seconds;
 };
 
@@ -397,190 +479,200 @@ bool better(const Candidate& a, const Candidate& b) {
   return a.peak < b.peak;
 }
 
-}  // namespace
+// The time of tile candidate t with M micro-batches (index mi) and the memory-balanced
+// partition p: dp = min(⌊devices / K⌋, ⌈tiles / M⌉) replicas, each step (M + K − 1) times the
+// slowest stage plus the slowest stage's ring allreduce of its gradients.
+Candidate price(const PlanOptions& o, const TileModel& tile, size_t t, size_t mi, int M, Partition p,
+                double recompute) {
+  const int K = p.stages();
+  Candidate c;
+  c.t = int(t);
+  c.m = int(mi);
+  c.k = K;
+  c.tiles = tile.tiles;
+  c.dp = int(std::min<int64_t>(o.devices / K, (tile.tiles + M - 1) / M));
+  c.steps = (tile.tiles + int64_t(c.dp) * M - 1) / (int64_t(c.dp) * M);
+  double allreduce = 0;
+  for (int s = 0, f = 0; s < K; f += p.sizes[s], ++s) {
+    c.stage_seconds.push_back(recompute * tile.seconds(f, p.sizes[s]));
+    c.max_stage_seconds = std::max(c.max_stage_seconds, c.stage_seconds.back());
+    if (o.training && c.dp > 1) {
+      const double bytes = double(tile.params(f, p.sizes[s])) * kFloatBytes;
+      allreduce = std::max(allreduce, 2.0 * (c.dp - 1) / c.dp * bytes / o.allreduce_bytes_per_second);
+    }
+  }
+  c.step = double(M + K - 1) * c.max_stage_seconds + allreduce;
+  c.pass = double(c.steps) * c.step;
+  c.peak = int64_t(p.max_cost);
+  c.memory = std::move(p);
+  return c;
+}
 
-Layout plan(const PlanOptions& o) {
-  o.validate();
-  const UNetOptions& model = o.model;
-  const int d = model.dims;
-  const int64_t a = unet_alignment(model), r = unet_remainder(model), eps = unet_halo(model);
-  const auto sides = tile_candidates(o, a);
-  std::vector<int> micro;
-  for (int m = 1; m <= o.max_micro_batches; m *= 2) micro.push_back(m);
+// What the search found with one checkpointing mode.
+struct ModeResult {
+  // max_cost[t][m][K − 1]: the memory-balanced largest stage (bytes, baseline included);
+  // empty where the tile was not searched or M exceeds the tiles.
+  std::vector<std::vector<std::vector<double>>> max_cost;
+  Candidate best;  // the fastest layout that fits (t < 0: none)
+};
 
-  const int64_t limit = o.device_memory_bytes;
+struct Search {
+  std::vector<int64_t> sides;  // tile insets T
+  std::vector<int> micro;      // M values
   std::vector<ActivationCheckpoint> modes;
-  if (o.checkpoint)
-    modes = {*o.checkpoint};
-  else if (o.training)
-    modes = {ActivationCheckpoint::kNever, ActivationCheckpoint::kAlways};
-  else
-    modes = {ActivationCheckpoint::kNever};  // inference keeps no activations
-  // max_cost[c][t][m][k-1]: the memory-balanced largest stage (bytes, baseline included) with
-  // checkpoint mode c; best[c]: the fastest layout that fits with it.
-  std::vector<std::vector<std::vector<std::vector<double>>>> max_cost(
-      modes.size(), std::vector<std::vector<std::vector<double>>>(sides.size()));
-  std::vector<Candidate> best(modes.size());
-  double least_memory = kInf;
+  std::vector<ModeResult> by_mode;  // one per mode
+  double least_memory = kInf;       // over every candidate, fitting or not
   std::string least_memory_at;
 
-  for (size_t t = 0; t < sides.size(); ++t) {
-    const int64_t T = sides[t];
-    LayerSequence seq;
-    try {
-      seq = unet_layer_sequence(model, T + r + 2 * eps);
-    } catch (const Error&) {
-      for (auto& mc : max_cost) mc[t].assign(micro.size(), {});
-      continue;  // e.g. a `same` network whose input side is odd before a pooling
-    }
-    const int n = seq.size();
-    const int k_max = std::min({n, o.devices, o.max_stages});
-    const std::vector<int64_t> extra =
-        o.memory_calibration.empty() ? std::vector<int64_t>{} : o.memory_calibration.extra_bytes(seq);
-    std::vector<StageTerms> terms(size_t(n) * n);
-    for (int i = 0; i < n; ++i)
-      for (int j = i; j < n; ++j) terms[size_t(i) * n + j] = stage_terms(seq, i, j, o.training, extra);
-    const auto seconds = o.training && !o.time_calibration.empty()
-                             ? o.time_calibration.seconds(seq)
-                             : predicted_layer_seconds(seq, o.device_flops, o.memory_bytes_per_second, o.training);
-    std::vector<double> prefix(n + 1, 0.0);
-    std::vector<int64_t> param_prefix(n + 1, 0);
-    for (int i = 0; i < n; ++i) {
-      prefix[i + 1] = prefix[i] + seconds[i];
-      param_prefix[i + 1] = param_prefix[i] + seq.layers[i].params;
-    }
-    int64_t tiles = 1;
-    for (int64_t extent : o.image) tiles *= (extent + T - 1) / T;
+  void note_memory(double bytes, int64_t T, int K, int M, ActivationCheckpoint ck) {
+    if (bytes >= least_memory) return;
+    least_memory = bytes;
+    least_memory_at = fmt::format("T = {}, K = {}, M = {}, activation checkpointing {}", T, K, M, to_string(ck));
+  }
+};
 
-    for (size_t ci = 0; ci < modes.size(); ++ci) {
-    const ActivationCheckpoint ck = modes[ci];
-    const double recompute = ck == ActivationCheckpoint::kAlways && o.training ? 4.0 / 3.0 : 1.0;
-    max_cost[ci][t].resize(micro.size());
-    for (size_t mi = 0; mi < micro.size(); ++mi) {
-      const int M = micro[mi];
-      if (M > 1 && M > tiles) break;
-      const StageMemoryOptions mo = StageMemoryOptions{}
-                                        .with_micro_batches(M)
-                                        .with_schedule(o.schedule)
-                                        .with_training(o.training)
-                                        .with_checkpoint(ck);
-      const StageCost cost = [&](int f, int l, int e) {
-        const StageTerms& s = terms[size_t(f) * n + l];
-        return double(o.baseline_bytes + s.bytes(mo.in_flight(e), ck));
-      };
-      auto parts = min_max_partitions(n, k_max, cost);
-      for (int K = 1; K <= k_max; ++K) {
-        Partition& p = parts[K - 1];
-        max_cost[ci][t][mi].push_back(p.max_cost);
-        if (p.max_cost < least_memory) {
-          least_memory = p.max_cost;
-          least_memory_at = fmt::format("T = {}, K = {}, M = {}, activation checkpointing {}", T, K, M, to_string(ck));
-        }
-        if (p.max_cost > double(limit)) continue;
-        Candidate c;
-        c.t = int(t);
-        c.m = int(mi);
-        c.k = K;
-        c.tiles = tiles;
-        c.dp = int(std::min<int64_t>(o.devices / K, (tiles + M - 1) / M));
-        c.steps = (tiles + int64_t(c.dp) * M - 1) / (int64_t(c.dp) * M);
-        double allreduce = 0;
-        for (int s = 0, f = 0; s < K; f += p.sizes[s], ++s) {
-          c.stage_seconds.push_back(recompute * (prefix[f + p.sizes[s]] - prefix[f]));
-          c.max_stage_seconds = std::max(c.max_stage_seconds, c.stage_seconds.back());
-          if (o.training && c.dp > 1) {
-            const double bytes = double(param_prefix[f + p.sizes[s]] - param_prefix[f]) * kFloatBytes;
-            allreduce = std::max(allreduce, 2.0 * (c.dp - 1) / c.dp * bytes / o.allreduce_bytes_per_second);
-          }
-        }
-        c.step = double(M + K - 1) * c.max_stage_seconds + allreduce;
-        c.pass = double(c.steps) * c.step;
-        c.peak = int64_t(p.max_cost);
-        c.memory = std::move(p);
-        if (better(c, best[ci])) best[ci] = std::move(c);
-      }
-    }
+// Every (M, K) of tile candidate t under checkpointing mode ci, M stopping at the tiles.
+void search_tile_mode(const PlanOptions& o, const TileModel& tile, size_t t, size_t ci, Search& s) {
+  const ActivationCheckpoint ck = s.modes[ci];
+  const double recompute = ck == ActivationCheckpoint::kAlways && o.training ? 4.0 / 3.0 : 1.0;
+  ModeResult& result = s.by_mode[ci];
+  for (size_t mi = 0; mi < s.micro.size(); ++mi) {
+    const int M = s.micro[mi];
+    if (M > 1 && M > tile.tiles) break;
+    auto parts = min_max_partitions(tile.layers, tile.k_max, stage_memory(o, tile, M, ck));
+    for (int K = 1; K <= tile.k_max; ++K) {
+      Partition& p = parts[K - 1];
+      result.max_cost[t][mi].push_back(p.max_cost);
+      s.note_memory(p.max_cost, tile.inset, K, M, ck);
+      if (p.max_cost > double(o.device_memory_bytes)) continue;
+      Candidate c = price(o, tile, t, mi, M, std::move(p), recompute);
+      if (better(c, result.best)) result.best = std::move(c);
     }
   }
+}
 
-  size_t chosen = 0;  // the mode whose best layout is best; ties keep the earlier (never)
-  for (size_t ci = 1; ci < modes.size(); ++ci)
-    if (best[ci].t >= 0 && (best[chosen].t < 0 || better(best[ci], best[chosen]))) chosen = ci;
-  const Candidate& best_c = best[chosen];
-  if (best_c.t < 0) {
-    if (least_memory == kInf) throw Error("plan: image: no tile inset gives a valid input side for this model");
-    throw Error(fmt::format("plan: device_memory: nothing fits in {:.3g} GiB per device; the least any layout needs is "
-                            "{:.3g} GiB ({}, baseline {:.3g} GiB included)",
-                            gib(double(limit)), gib(least_memory), least_memory_at, gib(double(o.baseline_bytes))));
+Search search(const PlanOptions& o) {
+  Search s;
+  s.sides = tile_candidates(o, unet_alignment(o.model));
+  s.micro = micro_batch_values(o);
+  s.modes = checkpoint_modes(o);
+  s.by_mode.resize(s.modes.size());
+  for (ModeResult& r : s.by_mode) r.max_cost.assign(s.sides.size(), std::vector<std::vector<double>>(s.micro.size()));
+  for (size_t t = 0; t < s.sides.size(); ++t) {
+    const std::optional<TileModel> tile = model_tile(o, s.sides[t]);
+    if (!tile) continue;
+    for (size_t ci = 0; ci < s.modes.size(); ++ci) search_tile_mode(o, *tile, t, ci, s);
   }
+  return s;
+}
 
-  // The layout, then the reasons.
-  const int64_t T = sides[best_c.t];
-  const int M = micro[best_c.m], K = best_c.k;
-  const LayerSequence seq = unet_layer_sequence(model, T + r + 2 * eps);
+// The mode whose best layout is best; ties keep the earlier (never).
+size_t choose_mode(const Search& s) {
+  size_t chosen = 0;
+  for (size_t ci = 1; ci < s.modes.size(); ++ci) {
+    const Candidate &c = s.by_mode[ci].best, &current = s.by_mode[chosen].best;
+    if (c.t >= 0 && (current.t < 0 || better(c, current))) chosen = ci;
+  }
+  return chosen;
+}
+
+Error nothing_fits(const PlanOptions& o, const Search& s) {
+  if (s.least_memory == kInf) return Error("plan: image: no tile inset gives a valid input side for this model");
+  return Error(fmt::format("plan: device_memory: nothing fits in {:.3g} GiB per device; the least any layout needs is "
+                           "{:.3g} GiB ({}, baseline {:.3g} GiB included)",
+                           gib(double(o.device_memory_bytes)), gib(s.least_memory), s.least_memory_at,
+                           gib(double(o.baseline_bytes))));
+}
+
+Layout layout_of(const PlanOptions& o, const Search& s, size_t chosen) {
+  const Candidate& best = s.by_mode[chosen].best;
+  const UNetOptions& model = o.model;
+  const int64_t T = s.sides[best.t];
+  const int M = s.micro[best.m], K = best.k;
   Layout L;
   L.tile_inset = T;
-  L.alignment = a;
-  L.tile_input_side = T + r + 2 * eps;
-  L.tile_output_side = T + r;
+  L.alignment = unet_alignment(model);
+  L.tile_input_side = T + unet_remainder(model) + 2 * unet_halo(model);
+  L.tile_output_side = T + unet_remainder(model);
   for (int64_t extent : o.image) L.tiles_per_axis.push_back((extent + T - 1) / T);
-  L.tiles = best_c.tiles;
-  L.halo_overhead = std::pow(double(L.tile_input_side) / double(T), d);
+  L.tiles = best.tiles;
+  L.halo_overhead = std::pow(double(L.tile_input_side) / double(T), model.dims);
   L.stages = K;
-  L.balance = best_c.memory.sizes;
-  for (int s = 0; s < K; ++s) L.stage_first_layer.push_back(seq.layers[best_c.memory.first(s)].name);
+  L.balance = best.memory.sizes;
+  const LayerSequence seq = unet_layer_sequence(model, L.tile_input_side);
+  for (int st = 0; st < K; ++st) L.stage_first_layer.push_back(seq.layers[best.memory.first(st)].name);
   L.micro_batches = M;
   L.schedule = o.schedule;
-  L.checkpoint = modes[chosen];
-  L.data_parallel = best_c.dp;
-  L.devices_used = best_c.dp * K;
-  for (double c : best_c.memory.stage_costs) L.stage_memory_bytes.push_back(int64_t(c));
-  L.peak_memory_bytes = best_c.peak;
-  L.stage_seconds = best_c.stage_seconds;
+  L.checkpoint = s.modes[chosen];
+  L.data_parallel = best.dp;
+  L.devices_used = best.dp * K;
+  for (double c : best.memory.stage_costs) L.stage_memory_bytes.push_back(int64_t(c));
+  L.peak_memory_bytes = best.peak;
+  L.stage_seconds = best.stage_seconds;
   L.bubble_fraction = double(K - 1) / double(M + K - 1);
-  L.step_seconds = best_c.step;
-  L.steps = best_c.steps;
-  L.pass_seconds = best_c.pass;
+  L.step_seconds = best.step;
+  L.steps = best.steps;
+  L.pass_seconds = best.pass;
   L.device_flops = o.device_flops;
+  return L;
+}
 
-  auto& why = L.reasons;
-  const auto& costs = max_cost[chosen][best_c.t][best_c.m];
-  why.push_back(fmt::format("memory: the largest stage needs {:.2f} GiB of {:.2f} GiB ({:.0f}%)", gib(double(L.peak_memory_bytes)),
-                            gib(double(limit)), 100.0 * double(L.peak_memory_bytes) / double(limit)));
-  if (K > 1 && costs[K - 2] > double(limit))
+// Which memory limits bind: the pipeline (K − 1 stages would not fit), the tile (the next
+// inset would not fit with the same K and M) or the image (no larger inset).
+void explain_memory(const PlanOptions& o, const Search& s, size_t chosen, const Layout& L,
+                    std::vector<std::string>& why) {
+  const Candidate& best = s.by_mode[chosen].best;
+  const auto& max_cost = s.by_mode[chosen].max_cost;
+  const double limit = double(o.device_memory_bytes);
+  const int K = L.stages;
+  const auto& costs = max_cost[best.t][best.m];
+  why.push_back(fmt::format("memory: the largest stage needs {:.2f} GiB of {:.2f} GiB ({:.0f}%)",
+                            gib(double(L.peak_memory_bytes)), gib(limit), 100.0 * double(L.peak_memory_bytes) / limit));
+  if (K > 1 && costs[K - 2] > limit)
     why.push_back(fmt::format("memory binds the pipeline: with K = {} stages the largest would need {:.2f} GiB, so "
                               "the network is cut into {} stages",
                               K - 1, gib(costs[K - 2]), K));
-  const bool larger_tile_exists = size_t(best_c.t) + 1 < sides.size();
-  if (larger_tile_exists) {
-    const auto& next = max_cost[chosen][best_c.t + 1];
-    const bool next_fits = best_c.m < int(next.size()) && K <= int(next[best_c.m].size()) && next[best_c.m][K - 1] <= double(limit);
-    if (!next_fits && best_c.m < int(next.size()) && K <= int(next[best_c.m].size()))
-      why.push_back(fmt::format("memory binds the tile: inset {} would need {:.2f} GiB with the same K and M", sides[best_c.t + 1],
-                                gib(next[best_c.m][K - 1])));
-  } else {
+  if (size_t(best.t) + 1 >= s.sides.size()) {
     why.push_back("image binds the tile: the inset covers the largest image axis");
+    return;
   }
-  why.push_back(fmt::format("halo overhead: E = ({} / {})^{} = {:.2f} input pixels read per pixel kept{}", L.tile_input_side,
-                            T, d, L.halo_overhead,
+  const auto& next = max_cost[best.t + 1];
+  const bool searched = best.m < int(next.size()) && K <= int(next[best.m].size());
+  if (searched && next[best.m][K - 1] > limit)
+    why.push_back(fmt::format("memory binds the tile: inset {} would need {:.2f} GiB with the same K and M",
+                              s.sides[best.t + 1], gib(next[best.m][K - 1])));
+}
+
+// Halo overhead, what bounds dp (the tiles or the devices) and the pipeline's bubble.
+void explain_parallelism(const PlanOptions& o, const Search& s, size_t chosen, const Layout& L,
+                         std::vector<std::string>& why) {
+  const int K = L.stages, M = L.micro_batches, dp = L.data_parallel;
+  const bool larger_tile_exists = size_t(s.by_mode[chosen].best.t) + 1 < s.sides.size();
+  why.push_back(fmt::format("halo overhead: E = ({} / {})^{} = {:.2f} input pixels read per pixel kept{}",
+                            L.tile_input_side, L.tile_inset, o.model.dims, L.halo_overhead,
                             larger_tile_exists ? "; larger insets lower E but leave fewer tiles to spread" : ""));
   const int64_t by_tiles = (L.tiles + M - 1) / M;
-  if (best_c.dp == by_tiles && L.devices_used < o.devices)
+  if (dp == by_tiles && L.devices_used < o.devices)
     why.push_back(fmt::format("tiles bind: {} tiles per pass with M = {} give work to dp = {} replicas; {} of {} devices idle",
-                              L.tiles, M, best_c.dp, o.devices - L.devices_used, o.devices));
-  if (best_c.dp == o.devices / K)
-    why.push_back(fmt::format("devices bind: dp = floor({} / {}) = {} replicas, {} step(s) per pass", o.devices, K, best_c.dp,
+                              L.tiles, M, dp, o.devices - L.devices_used, o.devices));
+  if (dp == o.devices / K)
+    why.push_back(fmt::format("devices bind: dp = floor({} / {}) = {} replicas, {} step(s) per pass", o.devices, K, dp,
                               L.steps));
   if (K == 1)
     why.push_back("pipeline: none needed, one device holds a whole tile");
   else
-    why.push_back(fmt::format("pipeline: K = {} ({} schedule), bubble (K − 1)/(M + K − 1) = {:.2f}", K, to_string(o.schedule),
-                              L.bubble_fraction));
+    why.push_back(fmt::format("pipeline: K = {} ({} schedule), bubble (K − 1)/(M + K − 1) = {:.2f}", K,
+                              to_string(o.schedule), L.bubble_fraction));
+}
+
+// Checkpointing (as asked, or what the other mode would have cost) and where the times come from.
+void explain_checkpoint_and_time(const PlanOptions& o, const Search& s, size_t chosen, const Layout& L,
+                                 std::vector<std::string>& why) {
   if (o.checkpoint) {
     if (*o.checkpoint != ActivationCheckpoint::kNever)
       why.push_back(fmt::format("activation checkpointing: {} (as asked)", to_string(*o.checkpoint)));
-  } else if (modes.size() > 1) {
-    const Candidate& other = best[1 - chosen];
+  } else if (s.modes.size() > 1) {
+    const Candidate& other = s.by_mode[1 - chosen].best;
     const std::string alternative =
         other.t < 0 ? "nothing fits without it"
                     : fmt::format("{} would take {:.3g} s per pass", chosen == 0 ? "with it" : "without it", other.pass);
@@ -594,6 +686,19 @@ Layout plan(const PlanOptions& o) {
   else
     why.push_back(fmt::format("time: {:.3g} s per pass at {:.3g} GFLOP/s per device ({})", L.pass_seconds,
                               o.device_flops / 1e9, o.training ? "forward + backward = 3 × forward FLOPs" : "forward only"));
+}
+
+}  // namespace
+
+Layout plan(const PlanOptions& o) {
+  o.validate();
+  const Search s = search(o);
+  const size_t chosen = choose_mode(s);
+  if (s.by_mode[chosen].best.t < 0) throw nothing_fits(o, s);
+  Layout L = layout_of(o, s, chosen);
+  explain_memory(o, s, chosen, L, L.reasons);
+  explain_parallelism(o, s, chosen, L, L.reasons);
+  explain_checkpoint_and_time(o, s, chosen, L, L.reasons);
   return L;
 }
 

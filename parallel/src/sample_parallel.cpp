@@ -7,7 +7,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/fault_injection.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/run/run_layout.hpp"
 #include "tessera/core/tensor_io.hpp"
 #include "tessera/io/label_tiles.hpp"
 

@@ -1,37 +1,29 @@
 #pragma once
-// Building blocks shared by the shipped plugins (compiled into each plugin; plugins see only
-// the plugin API and LibTorch, never tessera_core). The spatial dimension is a runtime field
-// (1, 2 or 3): tensors are N × C × spatial... (NCL, NCHW, NCDHW), float.
+// Building blocks of the shipped plugins beyond core's shared ones (tessera/core/unet_blocks.hpp:
+// ConvNd, NormNd, ConvBlock, max_pool2x, compiled into each plugin; plugins never link
+// tessera_core). The spatial dimension is a runtime field (1, 2 or 3): tensors are
+// N × C × spatial... (NCL, NCHW, NCDHW), float. Errors are std::invalid_argument, which the
+// model registry turns into tessera::Error naming the model.
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/modules/normalization.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include "tessera/core/unet_blocks.hpp"
+
 namespace tessera::plugins {
 
-/// Convolution with kernel K and stride 1, `same` padding (K odd); or, transposed, the
-/// learned 2× upsampling of a U-Net decoder (kernel = stride = 2). Kaiming-normal weights.
-class ConvNdImpl : public torch::nn::Module {
- public:
-  ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, bool transposed_up = false);
-  torch::Tensor forward(const torch::Tensor& x);
+/// "none", "group" or "instance" (batch norm is not offered: its statistics would couple the
+/// tiles of a decomposition); throws std::invalid_argument naming the option `norm`.
+Norm parse_norm_kind(const std::string& s);
 
- private:
-  int dims_;
-  int64_t kernel_;
-  bool transposed_;
-  torch::Tensor weight_, bias_;
-};
-TORCH_MODULE(ConvNd);
-
-enum class NormKind { kNone, kGroup, kInstance };
-/// "none", "group" or "instance"; throws std::invalid_argument naming the option `norm`.
-NormKind parse_norm_kind(const std::string& s);
+/// A stride-1 K^D `same` convolution (K odd), as the plugins use them.
+ConvNd same_conv(int dims, int64_t in, int64_t out, int64_t kernel);
+/// The learned 2× up-sampling of a U-Net decoder: transposed, kernel = stride = 2.
+ConvNd transposed_up(int dims, int64_t in, int64_t out);
 
 /// Squeeze-and-Excitation (Hu et al.; AnatomyNet): global average pool over space →
 /// FC (C → C/r) → ReLU → FC (C/r → C) → sigmoid gives one weight in (0, 1) per channel,
@@ -48,22 +40,20 @@ class SqueezeExcitationImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SqueezeExcitation);
 
-/// convs × (3^D `same` convolution → normalisation → ReLU), then an SE block when
-/// se_reduction > 0. Submodules conv<i>, norm<i>, se.
-class ConvBlockImpl : public torch::nn::Module {
+/// core's ConvBlock with 3^D `same` convolutions (convs × conv → norm → ReLU), then an SE
+/// block when se_reduction > 0. Submodules conv<i>, norm<i>, se.
+class SeConvBlockImpl : public ConvBlockImpl {
  public:
-  ConvBlockImpl(int dims, int64_t in, int64_t out, int convs, NormKind norm, int64_t se_reduction = 0);
+  SeConvBlockImpl(int dims, int64_t in, int64_t out, int convs, Norm norm, int64_t se_reduction);
   torch::Tensor forward(torch::Tensor x);
 
  private:
-  std::vector<ConvNd> convs_;
-  std::vector<torch::nn::GroupNorm> norms_;
   SqueezeExcitation se_{nullptr};
 };
-TORCH_MODULE(ConvBlock);
+TORCH_MODULE(SeConvBlock);
 
-/// 2^D max pooling with stride 2.
-torch::Tensor max_pool2x(const torch::Tensor& x, int dims);
+/// core's ConvBlock with 3^D `same` convolutions and no SE (convs × conv → norm → ReLU).
+ConvBlock same_conv_block(int dims, int64_t in, int64_t out, int convs, Norm norm);
 
 /// Throws std::invalid_argument unless x is N × channels × (dims spatial axes), each
 /// spatial side a multiple of `multiple`.

@@ -17,7 +17,7 @@ namespace {
 
 struct SeUNetOptions {
   int dims = 3, in_channels = 1, classes = 2, filters = 16, levels = 4, convs = 2, reduction = 4;
-  NormKind norm = NormKind::kInstance;
+  Norm norm = Norm::kInstance;
 };
 
 class SeUNetImpl : public torch::nn::Module {
@@ -27,13 +27,13 @@ class SeUNetImpl : public torch::nn::Module {
     for (int l = 0; l < o.levels; ++l)
       encoder_.push_back(register_module(
           "enc" + std::to_string(l),
-          ConvBlock(o.dims, l == 0 ? o.in_channels : width(l - 1), width(l), o.convs, o.norm, o.reduction)));
+          SeConvBlock(o.dims, l == 0 ? o.in_channels : width(l - 1), width(l), o.convs, o.norm, o.reduction)));
     for (int l = 0; l < o.levels - 1; ++l) {
-      up_.push_back(register_module("up" + std::to_string(l), ConvNd(o.dims, width(l + 1), width(l), 2, true)));
+      up_.push_back(register_module("up" + std::to_string(l), transposed_up(o.dims, width(l + 1), width(l))));
       decoder_.push_back(register_module("dec" + std::to_string(l),
-                                         ConvBlock(o.dims, 2 * width(l), width(l), o.convs, o.norm, o.reduction)));
+                                         SeConvBlock(o.dims, 2 * width(l), width(l), o.convs, o.norm, o.reduction)));
     }
-    head_ = register_module("head", ConvNd(o.dims, width(0), o.classes, 1));
+    head_ = register_module("head", same_conv(o.dims, width(0), o.classes, 1));
   }
 
   torch::Tensor forward(torch::Tensor x) {
@@ -43,7 +43,7 @@ class SeUNetImpl : public torch::nn::Module {
       x = encoder_[l]->forward(x);
       if (l < o_.levels - 1) {
         skips.push_back(x);
-        x = max_pool2x(x, o_.dims);
+        x = max_pool2x(x);
       }
     }
     for (int l = o_.levels - 2; l >= 0; --l)
@@ -53,7 +53,7 @@ class SeUNetImpl : public torch::nn::Module {
 
  private:
   SeUNetOptions o_;
-  std::vector<ConvBlock> encoder_, decoder_;
+  std::vector<SeConvBlock> encoder_, decoder_;
   std::vector<ConvNd> up_;
   ConvNd head_{nullptr};
 };

@@ -22,7 +22,7 @@ namespace {
 
 struct TestNetOptions {
   int dims = 2, in_channels = 1, classes = 2, filters = 8, levels = 3;
-  NormKind norm = NormKind::kNone;
+  Norm norm = Norm::kNone;
 };
 
 TestNetOptions read_options(const ModelOptions& m, int dims) {
@@ -45,8 +45,8 @@ TestNetOptions read_options(const ModelOptions& m, int dims) {
 class TestCnnImpl : public torch::nn::Module {
  public:
   explicit TestCnnImpl(const TestNetOptions& o) : o_(o) {
-    body_ = register_module("body", ConvBlock(o.dims, o.in_channels, o.filters, o.levels, o.norm));
-    head_ = register_module("head", ConvNd(o.dims, o.filters, o.classes, 1));
+    body_ = register_module("body", same_conv_block(o.dims, o.in_channels, o.filters, o.levels, o.norm));
+    head_ = register_module("head", same_conv(o.dims, o.filters, o.classes, 1));
   }
   torch::Tensor forward(const torch::Tensor& x) {
     check_input(x, o_.dims, o_.in_channels, 1, "test-cnn");
@@ -66,12 +66,14 @@ class TestFcnImpl : public torch::nn::Module {
     auto width = [&](int l) { return int64_t{o.filters} << l; };
     for (int l = 0; l < o.levels; ++l)
       encoder_.push_back(register_module("enc" + std::to_string(l),
-                                         ConvBlock(o.dims, l == 0 ? o.in_channels : width(l - 1), width(l), 1, o.norm)));
+                                         same_conv_block(o.dims, l == 0 ? o.in_channels : width(l - 1), width(l),
+                                                         1, o.norm)));
     for (int l = 0; l < o.levels - 1; ++l) {
-      up_.push_back(register_module("up" + std::to_string(l), ConvNd(o.dims, width(l + 1), width(l), 2, true)));
-      decoder_.push_back(register_module("dec" + std::to_string(l), ConvBlock(o.dims, width(l), width(l), 1, o.norm)));
+      up_.push_back(register_module("up" + std::to_string(l), transposed_up(o.dims, width(l + 1), width(l))));
+      decoder_.push_back(
+          register_module("dec" + std::to_string(l), same_conv_block(o.dims, width(l), width(l), 1, o.norm)));
     }
-    head_ = register_module("head", ConvNd(o.dims, width(0), o.classes, 1));
+    head_ = register_module("head", same_conv(o.dims, width(0), o.classes, 1));
   }
   torch::Tensor forward(torch::Tensor x) {
     check_input(x, o_.dims, o_.in_channels, int64_t{1} << (o_.levels - 1), "test-fcn2d");
@@ -80,7 +82,7 @@ class TestFcnImpl : public torch::nn::Module {
       x = encoder_[l]->forward(x);
       if (l < o_.levels - 1) {
         skips.push_back(x);
-        x = max_pool2x(x, o_.dims);
+        x = max_pool2x(x);
       }
     }
     for (int l = o_.levels - 2; l >= 0; --l) x = decoder_[l]->forward(up_[l]->forward(x) + skips[l]);

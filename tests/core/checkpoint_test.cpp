@@ -11,6 +11,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
+#include "tessera/run/run_writer.hpp"
 
 namespace tessera {
 namespace {
@@ -22,6 +23,11 @@ fs::path temp_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
+}
+
+// core makes the bytes, the run library writes them (staged, durable).
+void save(const std::string& path, UNet& net, const CheckpointMeta& meta) {
+  write_checkpoint_file(path, checkpoint_bytes(net, meta));
 }
 
 CheckpointMeta meta_for(const UNetOptions& o) {
@@ -39,7 +45,7 @@ TEST(Checkpoint, RoundTripRebuildsTheSameNetwork) {
   torch::manual_seed(1);
   UNet net(o);
   const std::string path = (dir / "ck.pt").string();
-  save_checkpoint(path, net, meta_for(o));
+  save(path, net, meta_for(o));
   auto loaded = load_checkpoint(path);
   EXPECT_EQ(loaded.meta.model, o);
   EXPECT_EQ(loaded.meta.step, 42);
@@ -58,7 +64,7 @@ TEST(Checkpoint, TruncatedFileIsAClearErrorNamingIt) {
   const auto o = unet_preset("unet-tiny").with_base_filters(4);
   UNet net(o);
   const std::string path = (dir / "ck.pt").string();
-  save_checkpoint(path, net, meta_for(o));
+  save(path, net, meta_for(o));
   fs::resize_file(path, fs::file_size(path) / 2);
   try {
     load_checkpoint(path);
@@ -74,13 +80,31 @@ TEST(Checkpoint, AFailedSaveKeepsTheOldCheckpoint) {
   const auto o = unet_preset("unet-tiny").with_base_filters(4);
   UNet net(o);
   const std::string path = (dir / "ck.pt").string();
-  save_checkpoint(path, net, meta_for(o));
+  save(path, net, meta_for(o));
   const auto before = fs::file_size(path);
   // A folder squatting on the temporary's name makes the write fail half-way.
   fs::create_directories(path + ".partial-" + std::to_string(::getpid()) + "/x");
-  EXPECT_THROW(save_checkpoint(path, net, meta_for(o)), Error);
+  EXPECT_THROW(save(path, net, meta_for(o)), Error);
   EXPECT_EQ(fs::file_size(path), before);
   EXPECT_NO_THROW(load_checkpoint(path));
+}
+
+TEST(Checkpoint, DescriptionJsonRoundTrips) {
+  CheckpointMeta m = meta_for(unet_preset("unet-tiny").with_base_filters(4));
+  m.epoch = 3;
+  m.trainer_state = R"({"rng":"1 2 3"})";
+  const nlohmann::json j = m;
+  EXPECT_FALSE(j.contains("format"));  // the file's envelope is the checkpoint's business
+  const auto back = j.get<CheckpointMeta>();
+  EXPECT_EQ(back.model, m.model);
+  EXPECT_EQ(back.norm.offset, m.norm.offset);
+  EXPECT_EQ(back.norm.scale, m.norm.scale);
+  EXPECT_EQ(back.class_names, m.class_names);
+  EXPECT_EQ(back.step, 42);
+  EXPECT_EQ(back.epoch, 3);
+  EXPECT_EQ(back.trainer_state, m.trainer_state);
+  m.trainer_state.clear();
+  EXPECT_FALSE(nlohmann::json(m).contains("trainer_state"));
 }
 
 std::string read_bytes(const std::string& path) {
@@ -111,7 +135,7 @@ TEST(Checkpoint, AnyFlippedByteIsRefused) {
   const auto o = unet_preset("unet-tiny").with_base_filters(4);
   UNet net(o);
   const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
-  save_checkpoint(good, net, meta_for(o));
+  save(good, net, meta_for(o));
   const std::string bytes = read_bytes(good);
   ASSERT_GT(bytes.size(), 1000u);
   // Spread over the archive (headers, JSON description, tensor data) and the trailer.
@@ -139,7 +163,7 @@ TEST(Checkpoint, CutShortOrGrownIsRefused) {
   const auto o = unet_preset("unet-tiny").with_base_filters(4);
   UNet net(o);
   const std::string good = (dir / "good.pt").string(), bad = (dir / "bad.pt").string();
-  save_checkpoint(good, net, meta_for(o));
+  save(good, net, meta_for(o));
   const std::string bytes = read_bytes(good);
   // Down to the bare archive without its checksum record (24 bytes), and a few bytes less.
   for (size_t cut : {size_t(1), size_t(8), size_t(23), size_t(24), size_t(25), size_t(100), bytes.size() / 2,

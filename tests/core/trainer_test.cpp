@@ -13,6 +13,7 @@
 #include "memory_image.hpp"
 #include "../../core/src/tile_sampler.hpp"
 #include "tessera/core/trainer.hpp"
+#include "tessera/run/run_writer.hpp"
 
 namespace tessera {
 namespace {
@@ -71,12 +72,16 @@ UNetOptions tiny() { return unet_preset("unet-tiny").with_in_channels(2).with_cl
 // step → loss from metrics.jsonl (step lines only).
 std::map<int64_t, double> losses(const std::string& run_dir) {
   std::map<int64_t, double> out;
-  std::ifstream in(fs::path(run_dir) / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.contains("loss") && !j["loss"].is_null()) out[j["step"]] = j["loss"];
-  }
+  for (const StepMetrics& m : read_metrics(RunLayout(run_dir).metrics()).steps)
+    if (m.loss) out[m.step] = *m.loss;
   return out;
+}
+
+// train() with its reports written into options.run_dir, as `tessera train` does.
+TrainReport train_into_run(UNet& net, const std::vector<TrainingPair>& pairs, const TrainOptions& o,
+                           TrainHooks* hooks = nullptr, const std::vector<TrainingPair>& validation = {}) {
+  RunWriter writer(o.run_dir);
+  return train(net, pairs, o, meta_for(net), hooks, validation, &writer);
 }
 
 // Hooks of a process that dies after a given step (before that step's checkpoint).
@@ -99,14 +104,14 @@ TEST(Trainer, ResumedRunHasTheLossesOfTheUninterruptedRun) {
   const std::string whole = fresh_dir("whole");
   torch::manual_seed(1);
   UNet a(tiny());
-  const TrainReport ra = train(a, pairs, options(whole), meta_for(a), nullptr, validation);
+  const TrainReport ra = train_into_run(a, pairs, options(whole), nullptr, validation);
   EXPECT_EQ(ra.last_step, 12);
 
   const std::string killed = fresh_dir("killed");
   torch::manual_seed(1);
   UNet b(tiny());
   CrashAfter crash(8);  // last checkpoint: step 6, mid-epoch 2; steps 7 and 8 are redone
-  EXPECT_THROW(train(b, pairs, options(killed), meta_for(b), &crash, validation), std::runtime_error);
+  EXPECT_THROW(train_into_run(b, pairs, options(killed), &crash, validation), std::runtime_error);
   EXPECT_EQ(read_checkpoint_meta(killed + "/checkpoints/last.pt").step, 6);
   EXPECT_EQ(losses(killed).size(), 7u);  // died before writing step 8
 
@@ -114,7 +119,7 @@ TEST(Trainer, ResumedRunHasTheLossesOfTheUninterruptedRun) {
   UNet c(tiny());
   TrainOptions o = options(killed);
   o.resume = killed + "/checkpoints/last.pt";
-  const TrainReport rc = train(c, pairs, o, meta_for(c), nullptr, validation);
+  const TrainReport rc = train_into_run(c, pairs, o, nullptr, validation);
   EXPECT_EQ(rc.steps, 6);
   EXPECT_EQ(rc.last_step, 12);
 
@@ -162,7 +167,7 @@ TEST(Trainer, EveryOptimiserLowersTheLoss) {
     o.steps = 40;
     o.steps_per_epoch = 40;
     o.grad_clip = 0;
-    train(net, pairs, o, meta_for(net));
+    train_into_run(net, pairs, o);
     const auto l = losses(o.run_dir);
     double first = 0, end = 0;
     for (int64_t k = 1; k <= 5; ++k) first += l.at(k) / 5;
@@ -185,7 +190,7 @@ TEST(Trainer, CurriculumKeepsAndBestAndEarlyStopping) {
   o.optimizer.warmup_steps = 0;
   o.early_stopping = 2;
   o.steps = 40;
-  const TrainReport r = train(net, pairs, o, meta_for(net), nullptr, validation);
+  const TrainReport r = train_into_run(net, pairs, o, nullptr, validation);
   EXPECT_TRUE(r.stopped_early);
   EXPECT_EQ(r.last_step, 12);  // epoch 1 sets the best, epochs 2 and 3 do not beat it
   EXPECT_TRUE(fs::exists(r.best_checkpoint));
@@ -206,6 +211,87 @@ TEST(Trainer, CurriculumKeepsAndBestAndEarlyStopping) {
     }
   }
   EXPECT_EQ(validations, 3);
+}
+
+// The seam between core and the run directory: the real trainer's reports, written by the
+// real RunWriter, read back by the real readers (RunLayout listings, the checkpoint loader,
+// the metrics codec) — what `tessera train`, `--resume auto` and the viewer rely on.
+TEST(Trainer, RunWriterOutputIsWhatTheReadersRead) {
+  Scene s;
+  const std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {96, 64}}}};
+  const std::vector<TrainingPair> validation{{&s.image, &s.labels, Box{{0, 64}, {96, 32}}}};
+  torch::manual_seed(4);
+  UNet net(tiny());
+  TrainOptions o = options(fresh_dir("seam"));
+  o.steps = 6;
+  o.steps_per_epoch = 3;
+  o.checkpoint_every = 2;
+  o.keep_last = 2;
+  const TrainReport r = train_into_run(net, pairs, o, nullptr, validation);
+  const RunLayout run(o.run_dir);
+
+  // Checkpoints at steps 2, 3 (first validation: a new best), 4 and 6; the newest two step files kept.
+  const std::vector<std::string> expected_files{run.best_checkpoint(), run.last_checkpoint(), run.step_checkpoint(4),
+                                                run.step_checkpoint(6)};
+  EXPECT_EQ(run.checkpoints(), expected_files);
+  EXPECT_EQ(run.step_checkpoints(), (std::vector<std::string>{run.step_checkpoint(4), run.step_checkpoint(6)}));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(run.checkpoints_dir())) ++entries;
+  EXPECT_EQ(entries, 4) << "temporaries left in " << run.checkpoints_dir();
+  EXPECT_EQ(r.checkpoint, run.last_checkpoint());
+
+  LoadedCheckpoint last = load_checkpoint(run.last_checkpoint());
+  EXPECT_EQ(last.meta.step, 6);
+  EXPECT_EQ(last.meta.epoch, 1);
+  EXPECT_EQ(last.meta.class_names, meta_for(net).class_names);
+  EXPECT_FALSE(last.meta.trainer_state.empty());
+  auto trained = net->named_parameters(), loaded = last.net->named_parameters();
+  for (const auto& p : trained) EXPECT_TRUE(torch::equal(p.value(), loaded[p.key()])) << p.key();
+  EXPECT_EQ(read_checkpoint_meta(run.step_checkpoint(4)).step, 4);
+  ASSERT_FALSE(r.best_checkpoint.empty());
+  EXPECT_EQ(r.best_checkpoint, run.best_checkpoint());
+  const int64_t best_step = read_checkpoint_meta(run.best_checkpoint()).step;
+  EXPECT_TRUE(best_step == 3 || best_step == 6) << best_step;
+
+  // metrics.jsonl: six step lines, a validation line after steps 3 and 6, in that order.
+  const MetricsLog log = read_metrics(run.metrics());
+  ASSERT_EQ(log.steps.size(), 6u);
+  for (size_t i = 0; i < log.steps.size(); ++i) {
+    const StepMetrics& m = log.steps[i];
+    EXPECT_EQ(m.step, int64_t(i) + 1);
+    EXPECT_EQ(m.epoch, int64_t(i) / 3);
+    ASSERT_TRUE(m.loss.has_value());
+    EXPECT_TRUE(std::isfinite(*m.loss));
+    EXPECT_EQ(m.global_batch, 4);  // batch 2 × accumulate 2
+    EXPECT_EQ(m.tile, 16);
+    EXPECT_GE(m.lr, 0);  // cosine: 0 at the last step
+    EXPECT_TRUE(m.grad_norm.has_value());  // clipping is on
+  }
+  ASSERT_EQ(log.validations.size(), 2u);
+  EXPECT_EQ(log.validations[0].step, 3);
+  EXPECT_EQ(log.validations[1].step, 6);
+  EXPECT_EQ(log.validations[1].val_dice.size(), 3u);
+  EXPECT_DOUBLE_EQ(log.validations[1].best, r.best_validation);
+  std::vector<int64_t> order;  // the step of each line, validation lines negative
+  std::ifstream in(run.metrics());
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    order.push_back(j.contains("val_mean_dice") ? -j["step"].get<int64_t>() : j["step"].get<int64_t>());
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{1, 2, 3, -3, 4, 5, 6, -6}));
+}
+
+// core computes and reports; without an observer no file appears.
+TEST(Trainer, WithoutAnObserverNothingIsWritten) {
+  Scene s;
+  const std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {96, 96}}}};
+  torch::manual_seed(5);
+  UNet net(tiny());
+  TrainOptions o = options(fresh_dir("silent") + "/run");
+  o.steps = 3;
+  const TrainReport r = train(net, pairs, o, meta_for(net));
+  EXPECT_EQ(r.last_step, 3);
+  EXPECT_FALSE(fs::exists(o.run_dir));
 }
 
 }  // namespace

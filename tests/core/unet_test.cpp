@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tessera/core/unet_stages.hpp"
+
 namespace tessera {
 namespace {
 
@@ -68,6 +70,79 @@ TEST(UNet, SamePaddingAndUpsampleDecoderKeepTheInputSize) {
   auto y = net->forward(torch::randn({1, 4, 48, 64}));
   EXPECT_EQ(y.size(2), 48);
   EXPECT_EQ(y.size(3), 64);
+}
+
+
+// The textbook U-Net forward, written with the blocks themselves (ConvBlock::forward, the
+// up-convolution, the head), as the plugins use them. The network's own forward steps through
+// its layer sequence instead, so a pipeline stage can stop inside a block.
+torch::Tensor block_forward(UNetImpl& net, torch::Tensor x) {
+  const UNetOptions& o = net.options();
+  auto child = [&](const std::string& name) { return net.named_children()[name]; };
+  std::vector<torch::Tensor> skips;
+  for (int l = 0; l < o.levels; ++l) {
+    x = std::dynamic_pointer_cast<ConvBlockImpl>(child("enc" + std::to_string(l)))->forward(x);
+    if (l < o.levels - 1) {
+      skips.push_back(x);
+      x = max_pool2x(x);
+    }
+  }
+  for (int l = o.levels - 2; l >= 0; --l) {
+    x = std::dynamic_pointer_cast<ConvNdImpl>(child("up" + std::to_string(l)))->forward(x);
+    if (o.decoder == Decoder::kUpsample) x = upsample_nearest2x(x);
+    x = torch::cat({center_crop(skips[static_cast<size_t>(l)], x), x}, 1);
+    x = std::dynamic_pointer_cast<ConvBlockImpl>(child("dec" + std::to_string(l)))->forward(x);
+  }
+  return std::dynamic_pointer_cast<ConvNdImpl>(child("head"))->forward(x);
+}
+
+TEST(UNet, ForwardEqualsItsBlocksAppliedOneAfterAnotherBitForBit) {
+  const std::vector<UNetOptions> cases = {
+      unet_preset("unet-tiny").with_base_filters(4),
+      unet_preset("unet-tiny").with_base_filters(4).with_norm(Norm::kBatch).with_decoder(Decoder::kUpsample),
+      unet_preset("unet-tiny").with_base_filters(4).with_norm(Norm::kGroup).with_padding(Padding::kSame),
+      unet_preset("unet3d-tiny").with_base_filters(2).with_norm(Norm::kInstance),
+  };
+  for (const auto& o : cases) {
+    torch::manual_seed(7);
+    UNet net(o);
+    net->eval();
+    torch::NoGradGuard no_grad;
+    const int64_t side = o.padding == Padding::kSame ? 32 : 16 + unet_remainder(o) + 2 * unet_halo(o);
+    std::vector<int64_t> shape{2, o.in_channels, side, side + unet_alignment(o)};  // not square
+    if (o.dims == 3) shape = {1, o.in_channels, side, side, side};
+    const auto x = torch::randn(shape);
+    EXPECT_TRUE(torch::equal(net->forward(x), block_forward(*net, x)))
+        << o.dims << "-D norm " << to_string(o.norm) << " decoder " << to_string(o.decoder);
+  }
+}
+
+// A pipeline stage runs the same forward over its range of layers: chained stages, cut
+// anywhere (inside blocks, between a skip's producer and its consumer), give the full
+// network's logits exactly, in training mode with gradients, as the pipeline runs them.
+TEST(UNetStage, ChainedStagesEqualTheFullForwardBitForBit) {
+  const UNetOptions o = unet_preset("unet-tiny").with_base_filters(4).with_norm(Norm::kGroup);
+  torch::manual_seed(3);
+  UNet net(o);
+  const int64_t side = 16 + unet_remainder(o) + 2 * unet_halo(o);
+  const LayerSequence seq = unet_layer_sequence(o, side);
+  const auto x = torch::randn({2, o.in_channels, side, side});
+  const auto expected = net->forward(x);
+  for (const std::vector<int>& cuts : {std::vector<int>{}, {1}, {5, 17}, {3, 9, 20, 30}}) {
+    std::map<int, torch::Tensor> in_flight;
+    StageTensors in{x.clone().requires_grad_(), {}};
+    int first = 0;
+    for (size_t s = 0; s <= cuts.size(); ++s) {
+      const int last = s < cuts.size() ? cuts[s] : seq.size() - 1;
+      UNetStage stage(*net, seq, first, last);
+      for (int e : stage->skips_in()) in.skips[e] = in_flight.at(e);
+      StageTensors out = stage->forward(in);
+      for (auto& [e, t] : out.skips) in_flight[e] = t;
+      in = StageTensors{out.main, {}};
+      first = last + 1;
+    }
+    EXPECT_TRUE(torch::equal(in.main, expected)) << cuts.size() + 1 << " stages";
+  }
 }
 
 }  // namespace

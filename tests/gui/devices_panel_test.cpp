@@ -10,6 +10,7 @@
 #include <QTableWidget>
 
 #include "devices_panel.hpp"
+#include "tessera/core/error.hpp"
 #include "gui_test_util.hpp"
 
 namespace tessera::gui {
@@ -18,25 +19,22 @@ using test::TempDir;
 using test::wait_until;
 
 TEST(Telemetry, ParsesALineAndRejectsBrokenOnes) {
-  const auto s = parse_telemetry_line(
+  const TelemetrySample s = decode_telemetry_line(
       R"({"time": 1700000000.5, "rank": 3, "host": "n1", "device": "cuda:1", "mem_used_bytes": 1073741824,
           "mem_total_bytes": 17179869184, "util_pct": 42, "phase": "infer", "step": 7, "tiles_done": 99})");
-  ASSERT_TRUE(s);
-  EXPECT_EQ(s->rank, 3);
-  EXPECT_DOUBLE_EQ(s->time, 1700000000.5);
-  EXPECT_EQ(s->device, "cuda:1");
-  EXPECT_EQ(s->tiles_done, 99);
-  EXPECT_FALSE(parse_telemetry_line(R"({"time": 1, "rank": )"));
-  EXPECT_FALSE(parse_telemetry_line("garbage"));
-  EXPECT_FALSE(parse_telemetry_line(R"({"time": 1, "rank": "zero"})"));
-  const auto iso = parse_telemetry_line(R"({"time": "2026-01-01T00:00:00Z", "rank": 0})");
-  ASSERT_TRUE(iso);
-  EXPECT_DOUBLE_EQ(iso->time, 1767225600.0);
-  EXPECT_EQ(iso->pipeline_stage, -1);  // not a pipeline rank
-  const auto stage = parse_telemetry_line(R"({"time": 2, "rank": 1, "pipeline_stage": 1, "stage_step_s": 0.25})");
-  ASSERT_TRUE(stage);
-  EXPECT_EQ(stage->pipeline_stage, 1);
-  EXPECT_DOUBLE_EQ(stage->stage_step_s, 0.25);
+  EXPECT_EQ(s.rank, 3);
+  EXPECT_DOUBLE_EQ(s.time, 1700000000.5);
+  EXPECT_EQ(s.device, "cuda:1");
+  EXPECT_EQ(s.tiles_done, 99);
+  EXPECT_THROW(decode_telemetry_line(R"({"time": 1, "rank": )"), Error);
+  EXPECT_THROW(decode_telemetry_line("garbage"), Error);
+  EXPECT_THROW(decode_telemetry_line(R"({"time": 1, "rank": "zero"})"), Error);
+  const TelemetrySample iso = decode_telemetry_line(R"({"time": "2026-01-01T00:00:00Z", "rank": 0})");
+  EXPECT_DOUBLE_EQ(iso.time, 1767225600.0);
+  EXPECT_EQ(iso.stage.stage, -1);  // not a pipeline rank
+  const TelemetrySample stage = decode_telemetry_line(R"({"time": 2, "rank": 1, "pipeline_stage": 1, "stage_step_s": 0.25})");
+  EXPECT_EQ(stage.stage.stage, 1);
+  EXPECT_DOUBLE_EQ(stage.stage.step_seconds, 0.25);
 }
 
 TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
@@ -85,6 +83,7 @@ TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
   EXPECT_TRUE(t->item(r1, 9)->text().startsWith("STALE"));
   // The half-written last line is not judged until it ends: one broken line so far.
   EXPECT_TRUE(message.contains("1 broken line(s)")) << message.toStdString();
+  EXPECT_TRUE(message.contains("line 2: not JSON")) << message.toStdString();  // which line, and why
   EXPECT_TRUE(message.contains("rank-1.jsonl")) << message.toStdString();
   // Pixels: the stale rank's status cell is red, the live one's is not.
   const QImage img = t->viewport()->grab().toImage();

@@ -26,7 +26,7 @@
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/run_layout.hpp"
+#include "tessera/run/run_layout.hpp"
 
 extern char** environ;
 

@@ -4,6 +4,7 @@
 // an extra corpus, tested as well when present and never required.
 #include "tessera/io/raster.hpp"
 
+#include <cpl_vsi.h>
 #include <gdal.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -13,11 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fixtures.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/label_tiles.hpp"
+#include "tessera/io/mosaic.hpp"
 
 namespace tessera::io {
 namespace {
@@ -264,6 +268,188 @@ TEST(LabelRasterWriter, UncommittedLeavesNothingBehind) {
   }
   EXPECT_TRUE(fs::is_empty(dir));
   fs::remove_all(dir);
+}
+
+// A Float32 raster of `bands` bands, value(b, y, x) from `value`; nodata set when given.
+void write_float_raster(const std::string& path, int height, int width, int bands,
+                        const std::function<float(int, int, int)>& value, std::optional<double> nodata = {}) {
+  init_gdal();
+  GDALDatasetH ds = GDALCreate(GDALGetDriverByName("GTiff"), path.c_str(), width, height, bands, GDT_Float32, nullptr);
+  ASSERT_NE(ds, nullptr);
+  std::vector<float> plane(size_t(width) * height);
+  for (int b = 0; b < bands; ++b) {
+    for (int y = 0; y < height; ++y)
+      for (int x = 0; x < width; ++x) plane[size_t(y) * width + x] = value(b, y, x);
+    GDALRasterBandH band = GDALGetRasterBand(ds, b + 1);
+    if (nodata) GDALSetRasterNoDataValue(band, *nodata);
+    ASSERT_EQ(GDALRasterIO(band, GF_Write, 0, 0, width, height, plane.data(), width, height, GDT_Float32, 0, 0), CE_None);
+  }
+  GDALClose(ds);
+}
+
+float pattern(int b, int y, int x) { return float((y * 7 + x * 3 + b * 11) % 50); }
+
+// The viewer's reduction by 2: each output pixel the mean of its 2 x 2 full-resolution pixels.
+float mean_2x2(const Block<float>& full, int b, int y, int x) {
+  const int64_t h = full.shape[1], w = full.shape[2];
+  const float* p = full.data.data() + b * h * w;
+  return (p[(2 * y) * w + 2 * x] + p[(2 * y) * w + 2 * x + 1] + p[(2 * y + 1) * w + 2 * x] +
+          p[(2 * y + 1) * w + 2 * x + 1]) / 4.0f;
+}
+
+TEST(RasterReader, ReducedWindowIsTheAverageOfTheFullRead) {
+  const auto dir = temp_dir("reduced");
+  const std::string path = (dir / "image.tif").string();
+  write_float_raster(path, 40, 64, 2, pattern);
+  RasterReader r(path);
+  const Box window{{8, 16}, {16, 32}};
+  const Block<float> full = r.read(window);
+  const Block<float> half = r.read_resampled(window, {8, 16}, {1, 2}, Resampling::average);
+  ASSERT_EQ(half.shape, (Index{2, 8, 16}));
+  for (int b = 0; b < 2; ++b)
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 16; ++x)
+        ASSERT_FLOAT_EQ(half.data[(b * 8 + y) * 16 + x], mean_2x2(full, b, y, x)) << b << " " << y << "," << x;
+  // One band, chosen by its 1-based file index.
+  const Block<float> second = r.read_resampled(window, {8, 16}, {2}, Resampling::average);
+  EXPECT_EQ(second.data, std::vector<float>(half.data.begin() + 8 * 16, half.data.end()));
+  EXPECT_THROW(r.read_resampled(Box{{32, 0}, {16, 64}}, {8, 32}, {1}, Resampling::average), Error);
+  fs::remove_all(dir);
+}
+
+TEST(RasterReader, ReducedReadOfAFileWithOverviewsIsTheAverageOfTheFullRead) {
+  const auto dir = temp_dir("overviews");
+  const std::string path = (dir / "image.tif").string();
+  write_float_raster(path, 256, 256, 1, pattern);
+  build_overviews(path, Resampling::average);
+  RasterReader r(path);
+  EXPECT_EQ(r.describe().overview_count, 1);  // factor 2: 128 px on the longer side
+  const Block<float> full = r.read(Box{{0, 0}, {256, 256}});
+  const Block<float> half = r.read_resampled(Box{{0, 0}, {256, 256}}, {128, 128}, {1}, Resampling::average);
+  for (int y = 0; y < 128; ++y)
+    for (int x = 0; x < 128; ++x) ASSERT_FLOAT_EQ(half.data[y * 128 + x], mean_2x2(full, 0, y, x)) << y << "," << x;
+  fs::remove_all(dir);
+}
+
+TEST(RasterReader, ReducedLabelsPickOnePixelAndNodataIsNan) {
+  const auto dir = temp_dir("labels");
+  const std::string path = (dir / "labels.tif").string();
+  const Index e{32, 48};
+  Block<uint8_t> labels({1, e[0], e[1]});
+  for (int64_t i = 0; i < labels.numel(); ++i) labels.data[size_t(i)] = uint8_t(i % 251);
+  labels.data[0] = kNoDataLabel;
+  {
+    LabelRasterWriter w(LabelRasterOptions(path, e, Georeference{}));
+    w.write(Box{{0, 0}, e}, labels);
+    w.commit();
+  }
+  RasterReader r(path);
+  const RasterDescription d = r.describe();
+  EXPECT_EQ(d.bands, 1);
+  ASSERT_TRUE(d.color_table.has_value());
+  EXPECT_EQ(d.nodata, (std::vector<std::optional<double>>{double(kNoDataLabel)}));
+  const Block<uint8_t> half = r.read_labels_resampled(Box{{0, 0}, e}, {16, 24});
+  ASSERT_EQ(half.shape, (Index{1, 16, 24}));
+  for (int y = 0; y < 16; ++y)
+    for (int x = 0; x < 24; ++x) {  // nearest: the source pixel under the output pixel's centre
+      const uint8_t expect = labels.data[size_t((2 * y + 1) * e[1] + 2 * x + 1)];
+      ASSERT_EQ(half.data[size_t(y * 24 + x)], expect) << y << "," << x;
+    }
+  const Block<float> same = r.read_resampled(Box{{0, 0}, {2, 2}}, {2, 2}, {1}, Resampling::nearest);
+  EXPECT_TRUE(std::isnan(same.data[0]));  // the nodata label
+  EXPECT_EQ(same.data[1], 1.0f);
+  EXPECT_EQ(r.read_pixel(0, 1), std::vector<double>{1.0});
+  EXPECT_TRUE(r.read_pixel(32, 0).empty());
+  fs::remove_all(dir);
+}
+
+// A label image split into tiles by write_label_tile, as a run writes them.
+struct TiledLabels {
+  ImageInfo like;
+  Block<uint8_t> labels;
+  std::vector<std::string> tiles;
+  std::vector<Box> insets;
+};
+
+TiledLabels write_tiles(const fs::path& dir) {
+  TiledLabels t;
+  t.like.path = (dir / "scene.tif").string();
+  t.like.kind = "raster";
+  t.like.channels = 1;
+  t.like.extent = {40, 56};
+  // An origin std::to_string would round (6 decimals): the mosaic must keep the grid exactly.
+  t.like.geo.geotransform = {500000.123456789, 0.3, 0, 4000000.987654321, 0, -0.3};
+  t.labels = Block<uint8_t>({1, 40, 56});
+  for (int64_t i = 0; i < t.labels.numel(); ++i) t.labels.data[size_t(i)] = uint8_t((i / 56 * 5 + i % 56) % 13);
+  for (int64_t y = 0; y < 40; y += 16)
+    for (int64_t x = 0; x < 56; x += 16) {
+      const Box inset = Box{{y, x}, {16, 16}}.clipped(t.like.extent);
+      Block<uint8_t> part({1, inset.size[0], inset.size[1]});
+      for (int64_t r = 0; r < inset.size[0]; ++r)
+        for (int64_t c = 0; c < inset.size[1]; ++c)
+          part.data[size_t(r * inset.size[1] + c)] = t.labels.data[size_t((y + r) * 56 + x + c)];
+      t.tiles.push_back(label_tile_path(dir.string(), t.like, int64_t(t.tiles.size())));
+      t.insets.push_back(inset);
+      write_label_tile(t.tiles.back(), t.like, inset, part);
+    }
+  return t;
+}
+
+TEST(Mosaic, VrtOfTheTilesReadsAsTheStitchedLabelsOnTheImageGrid) {
+  const auto dir = temp_dir("mosaic");
+  const TiledLabels t = write_tiles(dir);
+  const std::string vrt = (dir / "mosaic.vrt").string();
+  build_mosaic_vrt(vrt, t.tiles, t.like);
+  RasterReader m(vrt);
+  EXPECT_EQ(m.info().extent, t.like.extent);
+  EXPECT_EQ(m.info().geo.geotransform, t.like.geo.geotransform);
+  const Block<float> b = m.read(Box{{0, 0}, t.like.extent});
+  for (size_t i = 0; i < b.data.size(); ++i) ASSERT_EQ(b.data[i], float(t.labels.data[i])) << i;
+  fs::remove_all(dir);
+}
+
+TEST(Mosaic, InMemoryMosaicOfSomeTilesIsNodataWhereTilesAreMissing) {
+  const auto dir = temp_dir("partial");
+  TiledLabels t = write_tiles(dir);
+  const Box missing = t.insets[1];
+  t.tiles.erase(t.tiles.begin() + 1);
+  const std::string vrt = memory_mosaic_path();
+  EXPECT_NE(vrt, memory_mosaic_path());
+  build_mosaic_vrt(vrt, t.tiles, t.like);
+  {
+    RasterReader m(vrt);
+    const Block<float> b = m.read(Box{{0, 0}, t.like.extent});
+    for (int64_t y = 0; y < 40; ++y)
+      for (int64_t x = 0; x < 56; ++x) {
+        const float v = b.data[size_t(y * 56 + x)];
+        if (missing.contains(Box{{y, x}, {1, 1}}))
+          ASSERT_TRUE(std::isnan(v)) << y << "," << x;
+        else
+          ASSERT_EQ(v, float(t.labels.data[size_t(y * 56 + x)])) << y << "," << x;
+      }
+  }
+  release_memory_mosaic(vrt);
+  VSIStatBufL stat;
+  EXPECT_NE(VSIStatL(vrt.c_str(), &stat), 0) << "released";
+  fs::remove_all(dir);
+}
+
+TEST(Mosaic, RotatedGridIsAClearError) {
+  ImageInfo like;
+  like.path = "rotated.tif";
+  like.extent = {4, 4};
+  like.geo.geotransform = {0, 1, 0.5, 0, 0.5, -1};
+  EXPECT_NE(message_of([&] { build_mosaic_vrt(memory_mosaic_path(), {"a.tif"}, like); }).find("rotated.tif: rotated"),
+            std::string::npos);
+}
+
+TEST(RasterReader, LonLatOfMapCoordinatesNeedsACrs) {
+  EXPECT_FALSE(map_to_lonlat("", 1, 2).has_value());
+  const auto ll = map_to_lonlat(R"(PROJCS["WGS 84 / UTM zone 32N",GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]],PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433]],PROJECTION["Transverse_Mercator"],PARAMETER["latitude_of_origin",0],PARAMETER["central_meridian",9],PARAMETER["scale_factor",0.9996],PARAMETER["false_easting",500000],PARAMETER["false_northing",0],UNIT["metre",1]])",
+                                500000, 0);
+  ASSERT_TRUE(ll.has_value());
+  EXPECT_NEAR((*ll)[0], 9.0, 1e-9);
+  EXPECT_NEAR((*ll)[1], 0.0, 1e-9);
 }
 
 }  // namespace

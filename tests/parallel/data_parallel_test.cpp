@@ -18,6 +18,7 @@
 #include "tessera/core/trainer.hpp"
 #include "tessera/parallel/data_parallel.hpp"
 #include "tessera/parallel/runtime.hpp"
+#include "tessera/run/run_writer.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -101,7 +102,8 @@ torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_di
   meta.norm = {{0.f, 0.f}, {1.f, 1.f}};
   meta.class_names = {"a", "b", "c"};
   std::vector<TrainingPair> pairs{{&s.image, &s.labels, Box{{0, 0}, {128, 128}}}};
-  train(net, pairs, o, meta, hooks);
+  RunWriter writer(run_dir);  // every rank passes one; only the writes_outputs() rank's is used
+  train(net, pairs, o, meta, hooks, {}, &writer);
   return flat_parameters(net);
 }
 

@@ -1,5 +1,6 @@
 // Telemetry under mpirun: every rank leaves RUN/telemetry/rank-N.jsonl with the documented
-// schema; without NVML the device is the CPU with this process's RSS and host CPU load.
+// schema, which the viewer's decoder reads; without NVML the device is the CPU with the host's
+// memory in use, this process's RSS and the host's CPU load.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/runtime.hpp"
+#include "tessera/run/telemetry.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -38,6 +40,7 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
     const DeviceSummary s = monitor.summary();
     EXPECT_GE(s.samples, 3);
     EXPECT_GT(s.peak_mem_used_bytes, 1 << 20);
+    EXPECT_GT(s.peak_process_rss_bytes, 1 << 20);
     EXPECT_EQ(s.device, "cpu");
   }
   w.barrier();
@@ -61,6 +64,13 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
         EXPECT_LE(j["util_pct"].get<double>(), 100.0);
         EXPECT_GE(j["step"].get<int64_t>(), last_step);
         last_step = j["step"].get<int64_t>();
+        // The viewer's decoder reads what the writer wrote.
+        const TelemetrySample sample = decode_telemetry_line(line);
+        EXPECT_EQ(sample.rank, r);
+        EXPECT_EQ(sample.device, "cpu");
+        EXPECT_EQ(sample.step, last_step);
+        EXPECT_GT(sample.process_rss_bytes, 1 << 20);
+        EXPECT_LE(sample.process_rss_bytes, sample.mem_total_bytes);
         ++lines;
       }
       EXPECT_GE(lines, 3) << file;

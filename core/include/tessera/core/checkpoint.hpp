@@ -1,9 +1,10 @@
 #pragma once
 // Checkpoints: one file holding the model's parameters and buffers, the optimiser state,
 // and a JSON description (architecture, normalisation, class names, step) so that
-// `tessera infer --checkpoint` rebuilds the exact network. Written atomically: to a
-// temporary beside the target, flushed to disk, then renamed, so a crash never leaves a
-// broken checkpoint under the real name nor overwrites a good one.
+// `tessera infer --checkpoint` rebuilds the exact network. core makes the file's bytes
+// (checkpoint_bytes) and never writes files; tessera::write_checkpoint_file and RunWriter
+// (run/run_writer.hpp) write them staged and durably, so a crash never leaves a broken
+// checkpoint under the real name nor overwrites a good one.
 //
 // The file is the LibTorch archive followed by a 24-byte trailer holding its length and
 // CRC-32. A reader checks both before using a byte: a damaged file (a byte changed, cut
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
 #include <torch/optim/optimizer.h>
 
 #include "tessera/core/image_source.hpp"
@@ -31,8 +33,16 @@ struct CheckpointMeta {
   std::string trainer_state;
 };
 
-void save_checkpoint(const std::string& path, UNet& net, const CheckpointMeta& meta,
-                     torch::optim::Optimizer* optimizer = nullptr);
+/// The description as JSON: {"model", "normalization": {"offset", "scale"}, "class_names",
+/// "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
+/// and `tessera export`'s model.json. from_json: "step" and "epoch" default to 0; throws
+/// nlohmann::json::exception on a missing field.
+void to_json(nlohmann::json& j, const CheckpointMeta& meta);
+void from_json(const nlohmann::json& j, CheckpointMeta& meta);
+
+/// The complete checkpoint file (format version 2: LibTorch archive + checksum trailer) of
+/// `net`, `meta` and, when given, the optimiser state. No I/O; throws tessera::Error.
+std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer = nullptr);
 
 struct LoadedCheckpoint {
   UNet net{nullptr};

@@ -34,7 +34,7 @@ class TrainHooks {
   /// This replica's slice of the global batch, in [0, replicas()).
   virtual int replica() const { return 0; }
   virtual int replicas() const { return 1; }
-  /// Whether this process writes metrics.jsonl and checkpoints (exactly one replica does).
+  /// Whether this process reports metrics and checkpoints to the TrainObserver (exactly one replica does).
   virtual bool writes_outputs() const { return true; }
   /// Before the first step: make every replica's parameters and buffers equal (broadcast).
   virtual void on_start(UNet& /*net*/) {}

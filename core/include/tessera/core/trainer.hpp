@@ -1,7 +1,9 @@
 #pragma once
 // Training for one process (or one data-parallel replica, through TrainHooks): random tiles
 // from image/label pairs, a segmentation loss, a choice of optimisers and schedules,
-// metrics.jsonl, validation per epoch, atomic and resumable checkpoints in RUN/checkpoints/.
+// validation per epoch, resumable checkpoints. The trainer computes and reports (metrics
+// records, checkpoint bytes) to a TrainObserver; it writes no file itself. RunWriter
+// (tessera/run/run_writer.hpp) turns the reports into RUN/metrics.jsonl and RUN/checkpoints/.
 // Tiles are the same geometry inference uses (input S + r + 2ε, labels on the S + r output),
 // so a valid network trains on exactly what it predicts. Reading runs ahead of the network
 // on a background thread through a bounded queue.
@@ -19,6 +21,7 @@
 #include "tessera/core/losses.hpp"
 #include "tessera/core/optim.hpp"
 #include "tessera/core/train_hooks.hpp"
+#include "tessera/core/train_observer.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
@@ -65,7 +68,7 @@ struct TrainOptions {
   int keep_last = 1;             ///< also keep step-NNNNNN.pt for the last N checkpoints (1 = last.pt only)
   int64_t early_stopping = 0;    ///< stop after this many epochs without a better validation Dice; 0 = off
   bool progress = true;
-  std::string run_dir;           ///< where metrics.jsonl and checkpoints/ go (required)
+  std::string run_dir;           ///< the run directory (required): checkpoint paths in reports and errors
   /// A checkpoint of this run to continue from (usually RUN/checkpoints/last.pt); empty = start.
   std::string resume;
   LossOptions loss;
@@ -97,11 +100,13 @@ struct TrainReport {
 /// Trains `net` in place. `meta` supplies the description stored with each checkpoint
 /// (model, normalisation, class names); its step is filled in. `validation` pairs (optional)
 /// are evaluated at the end of every epoch by tiled inference over their regions: per-class
-/// Dice over the whole validation set goes to metrics.jsonl, the best model to best.pt.
+/// Dice over the whole validation set is reported, the best model as a kBest checkpoint.
 /// `hooks` (optional, not owned) make this process one replica of a data-parallel run
-/// (train_hooks.hpp); without them it trains alone. Only the replica whose hooks say
-/// writes_outputs() writes metrics and checkpoints.
+/// (train_hooks.hpp); without them it trains alone. `observer` (optional, not owned) receives
+/// the metrics and checkpoints (usually a RunWriter on options.run_dir); only the replica
+/// whose hooks say writes_outputs() reports to it. Without an observer nothing is kept.
 TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-                  TrainHooks* hooks = nullptr, const std::vector<TrainingPair>& validation = {});
+                  TrainHooks* hooks = nullptr, const std::vector<TrainingPair>& validation = {},
+                  TrainObserver* observer = nullptr);
 
 }  // namespace tessera

@@ -4,64 +4,28 @@
 // spatial output is smaller by 2ε (unet_spec.hpp) and the input side must be valid
 // (unet_output_size). Parameter names are stable (enc0.conv0.weight …, up0.weight, head.weight)
 // so checkpoints and exports keep their meaning. Not thread safe: one forward at a time.
+//
+// The forward is written once: it walks the layer sequence (layer_sequence.hpp), the same
+// walk a pipeline stage (unet_stages.hpp) runs over its range of layers.
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
-#include <functional>
+#include <map>
+#include <vector>
 
+#include "tessera/core/layer_sequence.hpp"
+#include "tessera/core/unet_blocks.hpp"
 #include "tessera/core/unet_spec.hpp"
 
 namespace tessera {
 
-/// A convolution whose dimension is a runtime field (2 or 3); optionally transposed.
-class ConvNdImpl : public torch::nn::Module {
- public:
-  ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
-             int64_t stride = 1, bool transposed = false);
-  torch::Tensor forward(const torch::Tensor& x);
-
- private:
-  int dims_;
-  int64_t padding_, stride_;
-  bool transposed_;
-  torch::Tensor weight_, bias_;
+/// The modules one layer of a LayerSequence runs: its convolution (conv, up, head) or its
+/// normalisation (norm); both empty for the parameter-free layers.
+struct LayerModules {
+  ConvNd conv{nullptr};
+  NormNd norm{nullptr};
 };
-TORCH_MODULE(ConvNd);
-
-/// In place: element-wise sum of a CPU float tensor over the replicas of a data-parallel
-/// job (identity for one process). Used by synchronised batch norm.
-using ReplicaSum = std::function<void(torch::Tensor&)>;
-
-/// Batch, group (8 groups or fewer) or instance normalisation over a runtime dimension.
-class NormNdImpl : public torch::nn::Module {
- public:
-  NormNdImpl(Norm kind, int64_t channels);
-  torch::Tensor forward(const torch::Tensor& x);
-  /// Synchronised batch norm: training statistics over the whole global batch, through
-  /// `sum` (forward) and the same sum of their gradients (backward). Empty disables it.
-  void synchronise(ReplicaSum sum) { sync_ = std::move(sum); }
-
- private:
-  torch::Tensor synchronised_forward(const torch::Tensor& x);
-  ReplicaSum sync_;
-  Norm kind_;
-  int64_t groups_;
-  torch::Tensor weight_, bias_, running_mean_, running_var_;
-};
-TORCH_MODULE(NormNd);
-
-/// n_c × (convolution → normalisation → ReLU).
-class ConvBlockImpl : public torch::nn::Module {
- public:
-  ConvBlockImpl(const UNetOptions& o, int64_t in, int64_t out);
-  torch::Tensor forward(torch::Tensor x);
-
- private:
-  std::vector<ConvNd> convs_;
-  std::vector<NormNd> norms_;
-};
-TORCH_MODULE(ConvBlock);
 
 class UNetImpl : public torch::nn::Module {
  public:
@@ -81,14 +45,31 @@ class UNetImpl : public torch::nn::Module {
  private:
   UNetOptions options_;
   bool channels_last_ = false;
-  std::vector<ConvBlock> encoder_;
-  std::vector<ConvNd> up_;
-  std::vector<ConvBlock> decoder_;
-  ConvNd head_{nullptr};
+  LayerSequence layers_;  // the forward's order and skips (sizes: the smallest valid input, unused)
+  std::vector<LayerModules> modules_;  // by layer index
 };
 TORCH_MODULE(UNet);
 
+/// The decoder's up-sampling convolution of `o` from level ℓ + 1 (`in` channels) to level ℓ
+/// (`out`): transposed 2^D with stride 2, or the 1×1 convolution before nearest up-sampling.
+ConvNd up_convolution(const UNetOptions& o, int64_t in, int64_t out);
+
 /// Centre crop of x's spatial axes to `like`'s spatial sizes.
 torch::Tensor center_crop(const torch::Tensor& x, const torch::Tensor& like);
+
+/// The modules of layers [first, last] of `seq`, found in `root` under the layers' names
+/// (enc0.conv0, up1, head …); index i − first. Aborts when one is missing (a bug).
+std::vector<LayerModules> find_layer_modules(const torch::nn::Module& root, const LayerSequence& seq, int first,
+                                             int last);
+
+/// The U-Net forward over layers [first, last] of `seq`, running `modules` (find_layer_modules
+/// of the same range; batch norm updates its running statistics). `x` enters layer `first`;
+/// `skips_in` holds, by skip index, the skips consumed here and produced before `first`,
+/// already cropped; skips produced here and consumed after `last` are added to `skips_out`,
+/// centre-cropped to the consumer's side. Returns the output of layer `last`.
+/// UNetImpl::forward is this over all layers; UNetStageImpl::forward over its range.
+torch::Tensor run_layers(const LayerSequence& seq, int first, int last, std::vector<LayerModules>& modules,
+                         torch::Tensor x, const std::map<int, torch::Tensor>& skips_in,
+                         std::map<int, torch::Tensor>& skips_out);
 
 }  // namespace tessera

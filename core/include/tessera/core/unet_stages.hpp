@@ -5,9 +5,8 @@
 // so a stage's gradients can be compared with, or written back into, the full model's.
 //
 // Running stages 0 … K−1 one after another, handing each stage's outputs to the later ones,
-// computes exactly UNetImpl::forward (same operations in the same order; the ReLU is out of
-// place here, with identical values, because a stage's input may be a leaf that needs a
-// gradient).
+// computes exactly UNetImpl::forward: both are run_layers (unet.hpp), over a range here and
+// over all layers there.
 //
 // What crosses a stage boundary for one micro-batch (tensors NCHW / NCDHW, float):
 //   main   the output of layer first − 1 (in) / of layer last (out);
@@ -69,8 +68,7 @@ class UNetStageImpl : public torch::nn::Module {
   int first_, last_;
   std::vector<int> skips_in_, skips_out_;
   std::map<std::string, std::shared_ptr<torch::nn::Module>> holders_;  // enc0, dec1 … (name scopes)
-  std::map<int, ConvNd> convs_;  // by layer index: convolutions, up-convolutions, the head
-  std::map<int, NormNd> norms_;
+  std::vector<LayerModules> modules_;  // of layers first … last
 };
 TORCH_MODULE(UNetStage);
 

@@ -4,7 +4,7 @@
 // belongs: a GeoTIFF for rasters (geotransform shifted to the inset origin), an NRRD for
 // volumes (origin moved along the direction cosines). Each is written under a temporary
 // name and renamed, so a killed run leaves either a whole tile or none. Rasters are
-// assembled by a GDAL VRT over the tiles translated to one GeoTIFF; volumes are pasted
+// assembled by the tile VRT of tessera/io/mosaic.hpp translated to one GeoTIFF; volumes are pasted
 // into the output through the usual label sink. Thread safety: distinct files only.
 #include <cstdint>
 #include <string>

@@ -1,13 +1,34 @@
 #pragma once
-// GDAL rasters behind Tessera's ImageSource / LabelSink. GDAL types stay in io/src.
-// Reads are windowed (never the whole scene); the GDAL block cache is capped so memory is
-// bounded by the window. Thread safety: one RasterReader per thread.
+// GDAL rasters behind Tessera's ImageSource / LabelSink, and the reads a viewer needs
+// (reduced-resolution windows from the file's overviews, band details, one pixel, overview
+// building, geographic coordinates). GDAL types stay in io/src. Reads are windowed (never the
+// whole scene); the GDAL block cache is capped so memory is bounded by the window.
+// Thread safety: one RasterReader per thread (a reader owns one GDAL dataset handle).
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "tessera/core/image_source.hpp"
 
 namespace tessera::io {
+
+/// How a reduced-resolution read combines the full-resolution pixels of an output pixel:
+/// `nearest` for label rasters (class ids are never averaged), `average` for images.
+enum class Resampling { nearest, average };
+
+/// What a viewer shows about a raster besides ImageInfo. Bands here are the file's bands,
+/// 1-based, alpha bands included (ImageInfo counts data bands only).
+struct RasterDescription {
+  int bands = 0;                              ///< every band of the file
+  std::vector<std::optional<double>> nodata;  ///< per file band
+  std::vector<std::string> band_names;        ///< descriptions, may be empty strings
+  int overview_count = 0;                     ///< of band 1
+  std::array<std::string, 256> class_names;   ///< CLASS_<id> metadata, else band 1's categories
+  std::optional<std::array<uint32_t, 256>> color_table;  ///< band 1's, 0xFFRRGGBB (QRgb order)
+};
 
 /// Opens a raster with GDAL. Throws tessera::Error("<path>: <problem>") if it cannot.
 class RasterReader final : public ImageSource {
@@ -24,6 +45,20 @@ class RasterReader final : public ImageSource {
   /// Reads the whole raster resampled to at most max_side on its longer side (for previews).
   /// `nearest` for label rasters (no averaging of class ids).
   Block<float> read_preview(int64_t max_side, bool nearest = false) const;
+
+  /// Every band of the file (alpha included): names, nodata, overviews, classes, colours.
+  RasterDescription describe() const;
+  /// Reads the full-resolution `window` (y, x) resampled to `size` (rows, columns) for the
+  /// 1-based file `bands`; GDAL reads the file's overviews when they cover the reduction.
+  /// Values equal to a band's nodata become NaN. Layout (bands, rows, columns).
+  /// Throws tessera::Error("<path>: ...") when the window is outside or the read fails.
+  Block<float> read_resampled(const Box& window, const Index& size, const std::vector<int>& bands,
+                              Resampling how) const;
+  /// Band 1 of `window` resampled to `size` by nearest neighbour as label ids (GDAL clamps
+  /// other types to 0..255). Layout (1, rows, columns).
+  Block<uint8_t> read_labels_resampled(const Box& window, const Index& size) const;
+  /// Every band of the file at full-resolution pixel (row, column); empty outside the raster.
+  std::vector<double> read_pixel(int64_t row, int64_t column) const;
 
  private:
   struct Impl;
@@ -58,5 +93,16 @@ class LabelRasterWriter final : public LabelSink {
 
 /// Caps GDAL's block cache (bytes) and registers drivers; idempotent.
 void init_gdal(int64_t cache_bytes = 16ll << 20);
+/// init_gdal() with the default cap unless a cap was set already (the viewer sets a larger
+/// one and keeps it while it reads); what RasterReader and the mosaic builder call.
+void ensure_gdal();
+
+/// Builds external overviews of `path` (`<path>.ovr`; factors 2, 4, … while the overview's
+/// longer side is >= 128 px). Throws tessera::Error("<path>: ...").
+void build_overviews(const std::string& path, Resampling how);
+
+/// Longitude/latitude (degrees) of map coordinates (x, y) in `crs_wkt`, through the CRS's
+/// geographic base; nullopt without a CRS or when the transformation fails.
+std::optional<std::array<double, 2>> map_to_lonlat(const std::string& crs_wkt, double x, double y);
 
 }  // namespace tessera::io

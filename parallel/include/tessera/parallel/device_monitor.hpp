@@ -1,13 +1,13 @@
 #pragma once
 // Per-rank device telemetry for a run: a background thread samples this rank's device every
-// `period` and appends one JSON line to RUN/telemetry/rank-N.jsonl (DESIGN.md, "Files a run
-// leaves"): time (Unix seconds), rank, host, device, mem_used_bytes, mem_total_bytes,
-// util_pct, phase, step, tiles_done, plus temperature_c and power_w when NVML has them, and
-// on pipeline ranks the stage's last step: pipeline_stage, stage_step_s, stage_compute_s,
-// stage_bytes_sent, stage_bytes_received, stage_peak_bytes (the process's peak resident set).
-// GPU figures come from NVML, loaded at run time with dlopen("libnvidia-ml.so.1") — never
-// linked, so CPU machines start; without NVML (or without a GPU) the device is "cpu" and the
-// figures are this process's RSS, the host's memory and the host's CPU utilisation from /proc.
+// `period` and appends one line to RUN/telemetry/rank-N.jsonl (DESIGN.md, "Files a run
+// leaves"). A line is a tessera::TelemetrySample in its JSON-line codec
+// (tessera/run/telemetry.hpp, which defines every field, its unit and what "memory used"
+// means); on pipeline ranks it also carries the stage's last step (set_pipeline_stage).
+// The device is read through tessera::DeviceProbe: a GPU through NVML, loaded at run time with
+// dlopen — never linked, so CPU machines start; without NVML (or without a GPU) the device is
+// "cpu" and the figures are the host's memory in use and CPU utilisation from /proc. Every
+// line also has this process's resident set (process_rss_bytes).
 // No LibTorch. set_phase/set_step/set_tiles_done are thread safe (atomics); the destructor
 // writes a last sample and joins the thread.
 #include <atomic>
@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
+#include "tessera/run/telemetry.hpp"
 
 namespace tessera::parallel {
 
@@ -29,15 +31,12 @@ struct DeviceMonitorOptions {
 };
 
 /// A pipeline stage's last training step, for the telemetry lines (set_pipeline_stage).
-struct PipelineStageSample {
-  int stage = -1;  ///< -1: not a pipeline rank (no stage fields written)
-  double step_seconds = 0, compute_seconds = 0;
-  int64_t bytes_sent = 0, bytes_received = 0, peak_bytes = 0;
-};
+using PipelineStageSample = PipelineStageTelemetry;
 
 struct DeviceSummary {
   int64_t samples = 0;
-  int64_t peak_mem_used_bytes = 0;
+  int64_t peak_mem_used_bytes = 0;     ///< peak of mem_used_bytes: the device's memory in use, all processes
+  int64_t peak_process_rss_bytes = 0;  ///< peak of this process's resident set
   double mean_util_pct = 0;
   std::string device;
 };

@@ -1,4 +1,5 @@
-#include "tessera/core/run_layout.hpp"
+#include "tessera/run/run_layout.hpp"
+#include "tessera/run/staged_file.hpp"
 
 #include <unistd.h>
 
@@ -50,15 +51,8 @@ std::vector<std::string> TileSetLayout::finished_tiles() const {
 }
 
 void TileSetLayout::write_record(const TileSetRecord& r) const {
-  const std::string path = record(), tmp = path + ".partial-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << nlohmann::json{{"input", r.input}, {"output", r.output}, {"tiles", r.tiles}}.dump() << '\n';
-    if (!out) throw Error(path + ": cannot write the tile set record");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw Error(path + ": cannot move the tile set record into place: " + ec.message());
+  const std::string text = nlohmann::json{{"input", r.input}, {"output", r.output}, {"tiles", r.tiles}}.dump() + "\n";
+  write_file_atomically(record(), {text});
 }
 
 std::optional<TileSetRecord> TileSetLayout::read_record() const {

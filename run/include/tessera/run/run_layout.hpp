@@ -12,7 +12,7 @@
 //       tile-NNNNNNN.tif  (.nrrd for volumes)  finished tiles, each a georeferenced inset
 //       mosaic.vrt                             the tiles as one raster, once all are done
 //
-// Files are written under a temporary name containing ".partial" and renamed when complete;
+// Files are written staged (tessera/run/staged_file.hpp: a temporary with ".partial" in its name);
 // the listings below skip such names, so a reader never sees half a file.
 // Paths are plain strings (absolute or relative, as the run directory was given). Path
 // functions do no I/O; listing and record functions read the disk and are safe to call from

@@ -1,4 +1,4 @@
-#include "tessera/core/process_memory.hpp"
+#include "tessera/run/process_memory.hpp"
 
 #include <malloc.h>
 

@@ -1,0 +1,150 @@
+#pragma once
+// What a `tessera train` config file says, declared once (options_binding.hpp): the reader,
+// the resolved RUN/config.yaml and the `tessera train` flags all follow fields(RunConfig&).
+//   run_dir: runs/scene
+//   model: {preset: unet-tiny, classes: 4}          # the preset, then any UNetOptions field
+//   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
+//   train: {TrainOptions fields (train_options_binding.hpp), validate}
+//   parallel: {dp, pp, sp, fusion_mib, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
+// A key nobody declared is an error naming the file, line and closest key (config_file.hpp).
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "config_file.hpp"
+#include "regions.hpp"
+#include "train_options_binding.hpp"
+#include "tessera/io/rasterize.hpp"
+
+namespace tessera::cli {
+
+/// model: a named preset, then any field overridden.
+struct ModelConfig {
+  std::string preset = "unet-tiny";
+  UNetOptions options = unet_preset("unet-tiny");
+};
+
+/// One entry of data.pairs. Paths as the file gives them (relative to the config file).
+struct PairConfig {
+  std::string image, labels;
+  io::RasterizeOptions rasterize;  ///< polygon labels only: label_attribute, label_layer
+  std::string where, prefix;       ///< "FILE:LINE" and "data.pairs[i].", for messages (not keys)
+};
+
+struct DataConfig {
+  std::vector<PairConfig> pairs;
+  std::vector<std::string> class_names;
+  Holdout holdout;
+};
+
+/// parallel: the process grid and the parallel modes' knobs.
+struct ParallelConfig {
+  int dp = 0;  ///< replicas; 0 = ranks / (pp × sp)
+  int pp = 1;
+  int sp = 1;
+  double fusion_mib = 25;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";
+  std::string activation_checkpoint = "never";
+};
+
+struct RunConfig {
+  ModelConfig model;
+  TrainOptions train;  ///< run_dir is the top-level key `run_dir`
+  bool validate = true;
+  ParallelConfig parallel;
+  DataConfig data;
+  bool in_channels_given = false;  ///< model.in_channels in the file (else taken from the image)
+  std::string pairs_where;         ///< "FILE:LINE" of data.pairs (or of the file)
+};
+
+// ---- field declarations ---------------------------------------------------------------
+
+template <class V>
+void fields(ModelConfig& m, V& v) {
+  v.field("preset", m.preset, "Preset the other model fields override (unet-tiny, unet-small, …)");
+  fields(m.options, v);
+}
+
+template <class V>
+void fields(PairConfig& p, V& v) {
+  v.field("image", p.image, "Image (GeoTIFF, NIfTI, NRRD, MHA, DICOM series)");
+  v.field("labels", p.labels, "Label raster/volume on the image's grid, or polygons (.gpkg, .geojson, .shp)");
+  v.field("label_attribute", p.rasterize.attribute, "Polygon labels: the integer field holding the class id");
+  v.field("label_layer", p.rasterize.layer, "Polygon labels: the layer; empty = the first");
+}
+
+template <class V>
+void fields(Holdout& h, V& v) {
+  v.field("axis", h.axis, "x, y or z; empty = x (2-D) / z (3-D)");
+  v.field("fraction", h.fraction, "The last fraction of the axis is never trained on");
+}
+
+template <class V>
+void fields(DataConfig& d, V& v) {
+  v.section("holdout", d.holdout, "The held-back area");
+  v.field("class_names", d.class_names, "One name per class");
+  v.list("pairs", d.pairs, "{image, labels} pairs");
+}
+
+/// train: is TrainOptions plus `validate`; a view made inside fields(RunConfig&).
+struct TrainSection {
+  TrainOptions& options;
+  bool& validate;
+};
+template <class V>
+void fields(TrainSection& s, V& v) {
+  fields(s.options, v);
+  v.field("validate", s.validate, "Per-class Dice on the holdout after every epoch (best.pt)");
+}
+
+/// parallel: also accepts scale_learning_rate (the same field as train.scale_learning_rate).
+struct ParallelSection {
+  ParallelConfig& p;
+  bool& scale_learning_rate;
+};
+template <class V>
+void fields(ParallelSection& s, V& v) {
+  v.field("dp", s.p.dp, "Data-parallel replicas (default: ranks / (pp x sp))");
+  v.field("pp", s.p.pp, "Pipeline stages: the U-Net cut into this many stages by the memory-aware balance");
+  v.field("sp", s.p.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
+  v.field("fusion_mib", s.p.fusion_mib, "Gradient allreduce bucket bound in MiB");
+  v.field("micro_batches", s.p.micro_batches, "Micro-batches per replica batch with --pp (0: one tile each)");
+  v.field("schedule", s.p.schedule, "Pipeline schedule with --pp: 1f1b or gpipe");
+  v.field("activation_checkpoint", s.p.activation_checkpoint,
+          "Activation checkpointing with --pp: never, always, except_last (recompute, same result)");
+  v.field("scale_learning_rate", s.scale_learning_rate,
+          "Multiply the learning rate by the replicas (default off: exact equivalence)");
+}
+
+template <class V>
+void fields(RunConfig& c, V& v) {
+  v.field("run_dir", c.train.run_dir, "Where metrics.jsonl, config.yaml and checkpoints/ go");
+  v.section("model", c.model, "The U-Net");
+  TrainSection train{c.train, c.validate};
+  v.section("train", train, "Training");
+  ParallelSection parallel{c.parallel, c.train.scale_learning_rate};
+  v.section("parallel", parallel, "Parallel training");
+  v.section("data", c.data, "Image/label pairs, class names, holdout");
+}
+
+// ---- reading and writing ---------------------------------------------------------------
+
+/// Reads a whole config: every declared key, then rejects unknown keys, then requires
+/// data.pairs. Throws tessera::Error "FILE:LINE: …".
+RunConfig read_run_config(const ConfigFile& file);
+
+/// The resolved configuration: every declared field, defaults included; reading it back
+/// gives the same RunConfig.
+std::string resolved_config_yaml(const RunConfig& c);
+
+/// The config keys `tessera train` also takes as flags (--<key with dashes>), with the
+/// older short spellings kept as aliases: "train.learning_rate" → --learning-rate, --lr.
+struct TrainFlag {
+  const char* key;
+  const char* aliases;  ///< "" or "--lr"
+};
+const std::vector<TrainFlag>& train_flags();
+
+}  // namespace tessera::cli

@@ -1,0 +1,157 @@
+#include "tessera/core/unet_blocks.hpp"
+
+#include <cmath>
+#include <numeric>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+
+ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
+                       int64_t stride, bool transposed)
+    : dims_(dims), padding_(padding), stride_(stride), transposed_(transposed) {
+  std::vector<int64_t> shape = transposed ? std::vector<int64_t>{in, out} : std::vector<int64_t>{out, in};
+  for (int d = 0; d < dims; ++d) shape.push_back(kernel);
+  weight_ = register_parameter("weight", torch::empty(shape));
+  bias_ = register_parameter("bias", torch::zeros({out}));
+  // Kaiming normal for ReLU networks (fan_in of the forward convolution).
+  const double fan_in = static_cast<double>(in) * std::pow(double(kernel), dims) /
+                        (transposed ? std::pow(double(stride), dims) : 1.0);
+  torch::NoGradGuard no_grad;
+  weight_.normal_(0.0, std::sqrt(2.0 / fan_in));
+}
+
+torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
+  const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
+  if (!transposed_ || weight_.size(2) != stride_ || padding_ != 0)
+    return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
+  // A transposed convolution whose kernel equals its stride touches each output pixel from
+  // exactly one input pixel: it is a 1×1 convolution to out·k^D channels followed by a
+  // depth-to-space shuffle. Same arithmetic, but runs on the fast convolution path
+  // (1.3× faster for the whole U-Net on this machine) instead of im2col + BLAS.
+  const int64_t in = weight_.size(0), out = weight_.size(1), k = stride_;
+  std::vector<int64_t> perm{1};
+  for (int d = 0; d < dims_; ++d) perm.push_back(2 + d);
+  perm.push_back(0);
+  std::vector<int64_t> wshape{-1, in};
+  for (int d = 0; d < dims_; ++d) wshape.push_back(1);
+  const auto w = weight_.permute(perm).reshape(wshape);
+  const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
+  const auto z = torch::convolution(x, w, {}, one, zero, one, false, zero, 1);
+  // z: (N, out, k.., spatial..) → interleave each k with its spatial axis.
+  std::vector<int64_t> view{z.size(0), out};
+  for (int d = 0; d < dims_; ++d) view.push_back(k);
+  for (int d = 0; d < dims_; ++d) view.push_back(z.size(2 + d));
+  std::vector<int64_t> order{0, 1}, shape{z.size(0), out};
+  for (int d = 0; d < dims_; ++d) {
+    order.push_back(2 + dims_ + d);
+    order.push_back(2 + d);
+    shape.push_back(z.size(2 + d) * k);
+  }
+  std::vector<int64_t> bshape(dims_ + 2, 1);
+  bshape[1] = out;
+  return z.view(view).permute(order).reshape(shape) + bias_.view(bshape);
+}
+
+NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
+  groups_ = kind == Norm::kInstance ? channels : std::gcd<int64_t>(8, channels);
+  weight_ = register_parameter("weight", torch::ones({channels}));
+  bias_ = register_parameter("bias", torch::zeros({channels}));
+  if (kind == Norm::kBatch) {
+    running_mean_ = register_buffer("running_mean", torch::zeros({channels}));
+    running_var_ = register_buffer("running_var", torch::ones({channels}));
+  }
+}
+
+namespace {
+
+// y = Σ_replicas x; its backward is the same sum of the incoming gradients, so every
+// replica's backward receives the derivative of the global loss, not only its own share.
+struct ReplicaSumFunction : torch::autograd::Function<ReplicaSumFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const ReplicaSum* sum) {
+    ctx->saved_data["sum"] = reinterpret_cast<int64_t>(sum);
+    torch::Tensor y = x.detach().contiguous().clone();
+    (*sum)(y);
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* sum = reinterpret_cast<const ReplicaSum*>(ctx->saved_data["sum"].toInt());
+    torch::Tensor g = grads[0].contiguous().clone();
+    (*sum)(g);
+    return {g, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor NormNdImpl::synchronised_forward(const torch::Tensor& x) {
+  const int64_t c = x.size(1);
+  std::vector<int64_t> reduce{0};
+  for (int64_t d = 2; d < x.dim(); ++d) reduce.push_back(d);
+  const auto local = torch::cat({x.sum(reduce), (x * x).sum(reduce)});
+  const auto global = ReplicaSumFunction::apply(local, &sync_);
+  torch::Tensor count = torch::full({1}, static_cast<float>(x.numel() / c));
+  sync_(count);
+  const double n = count.item<double>();
+  const auto mean = global.narrow(0, 0, c) / n;
+  const auto var = (global.narrow(0, c, c) / n - mean * mean).clamp_min(0);
+  {
+    torch::NoGradGuard no_grad;
+    running_mean_.mul_(0.9).add_(mean.detach(), 0.1);
+    running_var_.mul_(0.9).add_(var.detach() * (n / std::max(n - 1.0, 1.0)), 0.1);
+  }
+  std::vector<int64_t> shape(x.dim(), 1);
+  shape[1] = c;
+  return (x - mean.view(shape)) * torch::rsqrt(var.view(shape) + 1e-5) * weight_.view(shape) + bias_.view(shape);
+}
+
+torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
+  if (kind_ == Norm::kBatch && sync_ && is_training()) return synchronised_forward(x);
+  if (kind_ == Norm::kBatch)
+    return torch::batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), 0.1, 1e-5,
+                             /*cudnn_enabled=*/true);
+  return torch::group_norm(x, groups_, weight_, bias_, 1e-5);
+}
+
+int64_t conv_padding(Padding padding, int64_t kernel) { return padding == Padding::kSame ? (kernel - 1) / 2 : 0; }
+
+ConvBlockImpl::ConvBlockImpl(const ConvBlockOptions& o) {
+  const int64_t pad = conv_padding(o.padding, o.kernel);
+  for (int i = 0; i < o.convs; ++i) {
+    const int64_t in = i == 0 ? o.in_channels : o.out_channels;
+    convs_.push_back(register_module("conv" + std::to_string(i), ConvNd(o.dims, in, o.out_channels, o.kernel, pad)));
+    if (o.norm != Norm::kNone)
+      norms_.push_back(register_module("norm" + std::to_string(i), NormNd(o.norm, o.out_channels)));
+  }
+}
+
+torch::Tensor ConvBlockImpl::forward(torch::Tensor x) {
+  for (size_t i = 0; i < convs_.size(); ++i) {
+    x = convs_[i]->forward(x);
+    if (!norms_.empty()) x = norms_[i]->forward(x);
+    x = torch::relu_(x);
+  }
+  return x;
+}
+
+torch::Tensor max_pool2x(const torch::Tensor& x) {
+  switch (x.dim()) {
+    case 3: return torch::max_pool1d(x, 2);
+    case 4: return torch::max_pool2d(x, 2);
+    case 5: return torch::max_pool3d(x, 2);
+  }
+  TESSERA_CHECK(x.dim() >= 3 && x.dim() <= 5);
+  return {};
+}
+
+torch::Tensor upsample_nearest2x(const torch::Tensor& x) {
+  TESSERA_CHECK(x.dim() == 4 || x.dim() == 5);
+  return x.dim() == 4 ? torch::upsample_nearest2d(x, {x.size(2) * 2, x.size(3) * 2})
+                      : torch::upsample_nearest3d(x, {x.size(2) * 2, x.size(3) * 2, x.size(4) * 2});
+}
+
+}  // namespace tessera

@@ -1,0 +1,121 @@
+// VolumeReader: opens a NIfTI / NRRD / MetaImage file, a DICOM file (as its series) or a
+// DICOM folder through ITK, checks header and payload first (volume_header_checks.hpp),
+// loads the voxels once and reads boxes from memory. ITK exceptions become tessera::Error
+// naming the path.
+#include <filesystem>
+#include <limits>
+#include <string_view>
+#include <system_error>
+
+#include <itkGDCMImageIO.h>
+#include <itkImageFileReader.h>
+
+#include "tessera/io/volume.hpp"
+#include "volume_dicom.hpp"
+#include "volume_format.hpp"
+#include "volume_header_checks.hpp"
+#include "volume_itk.hpp"
+
+namespace tessera::io {
+namespace fs = std::filesystem;
+using detail::fail;
+using detail::Image3;
+
+namespace {
+
+// One NIfTI, NRRD or MetaImage file, after the checks ITK does not make.
+Image3<float>::Pointer read_volume_file(const std::string& path, const itk::ImageIOBase::Pointer& io) {
+  if (std::string_view(io->GetNameOfClass()) == "NrrdImageIO")
+    if (const auto problem = detail::nrrd_spacing_problem(path)) fail(path, *problem);
+  if (std::string_view(io->GetNameOfClass()) == "MetaImageIO")
+    if (const auto problem = detail::metaimage_header_problem(path)) fail(path, "cannot read volume: " + *problem);
+  io->SetFileName(path);
+  io->ReadImageInformation();
+  detail::check_header(path, *io);
+  if (const auto problem = detail::payload_problem(path, *io)) fail(path, "cannot read volume: " + *problem);
+  auto reader = itk::ImageFileReader<Image3<float>>::New();
+  reader->SetImageIO(io);
+  reader->SetFileName(path);
+  reader->Update();
+  return reader->GetOutput();
+}
+
+struct LoadedVolume {
+  Image3<float>::Pointer image;
+  itk::ImageIOBase::Pointer io;  // the ImageIO that read it (format, voxel type)
+};
+
+// A folder is a DICOM series; a DICOM file stands for the series it belongs to in its folder
+// (its slices sharing its series UID; alone in its series it is a one-slice volume).
+LoadedVolume load(const std::string& path) {
+  std::error_code ec;
+  const bool is_folder = fs::is_directory(path, ec);
+  if (!is_folder && !fs::exists(path, ec)) fail(path, "no such file");
+  LoadedVolume v;
+  try {
+    if (is_folder) {
+      if (fs::is_empty(path, ec)) fail(path, "no DICOM series found (the folder is empty)");
+      v.io = itk::GDCMImageIO::New();
+      v.image = detail::read_dicom_series(path, detail::dicom_series_files(path, ""), v.io);
+    } else {
+      v.io = detail::io_for_reading(path);
+      if (detail::is_dicom(*v.io)) {
+        const std::string folder = fs::absolute(path).parent_path().string();
+        v.image = detail::read_dicom_series(path, detail::dicom_series_files(folder, path), v.io);
+      } else {
+        v.image = read_volume_file(path, v.io);
+      }
+    }
+  } catch (const itk::ExceptionObject& e) {
+    fail(path, "cannot read volume: " + detail::short_reason(e));
+  } catch (const std::bad_alloc&) {
+    fail(path, "cannot read volume: out of memory");
+  }
+  return v;
+}
+
+}  // namespace
+
+VolumeReader::VolumeReader(const std::string& path) {
+  detail::quiet_itk();
+  const LoadedVolume v = load(path);
+  const auto size = v.image->GetLargestPossibleRegion().GetSize();
+  info_.path = path;
+  info_.kind = "volume";
+  info_.format = detail::format_name(*v.io);
+  info_.data_type = detail::data_type_name(v.io->GetComponentType());
+  info_.extent = {static_cast<int64_t>(size[2]), static_cast<int64_t>(size[1]), static_cast<int64_t>(size[0])};
+  info_.channels = 1;
+  info_.nodata = {std::nullopt};
+  info_.geo = detail::geometry_of(*v.image);
+
+  const auto expected = static_cast<size_t>(detail::voxel_count(info_.extent));
+  const size_t buffered = v.image->GetBufferedRegion().GetNumberOfPixels();
+  if (buffered != expected || v.image->GetBufferPointer() == nullptr)
+    fail(path, "cannot read volume: got " + std::to_string(buffered) + " voxels, expected " + std::to_string(expected));
+  // ITK's buffer is x fastest, then y, then z: exactly our (z, y, x) C order.
+  voxels_.assign(v.image->GetBufferPointer(), v.image->GetBufferPointer() + expected);
+  if (info_.format == "NIfTI") {
+    const std::vector<bool> nonfinite = detail::nifti_nonfinite_voxels(path, expected);
+    for (size_t i = 0; i < nonfinite.size(); ++i)
+      if (nonfinite[i]) voxels_[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
+VolumeReader::~VolumeReader() = default;
+
+Block<float> VolumeReader::read(const Box& box) const {
+  TESSERA_CHECK(detail::inside(box, info_.extent));
+  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
+  const int64_t ny = info_.extent[1], nx = info_.extent[2];
+  Block<float> out(Index{1, dz, dy, dx});
+  for (int64_t z = 0; z < dz; ++z) {
+    for (int64_t y = 0; y < dy; ++y) {
+      const auto src = voxels_.begin() + ((box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2];
+      std::copy(src, src + dx, out.data.begin() + (z * dy + y) * dx);
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::io
