@@ -39,7 +39,7 @@ class FlagOverrides {
   /// Adds one option to `cmd` per entry of `flags`, with the field's help text. Throws
   /// std::logic_error for a key O does not declare.
   void add_to(CLI::App* cmd, const std::vector<Flag>& flags) {
-    Registrar r{this, cmd, flags, {}, 0};
+    Registrar r(this, cmd, flags);
     O prototype{};
     fields(prototype, r);
     if (r.added != flags.size()) throw std::logic_error("FlagOverrides: a flag names no declared field");
@@ -70,16 +70,16 @@ class FlagOverrides {
     }
   }
 
-  struct Registrar {
+  struct Registrar : options_detail::DottedVisitor<Registrar> {
+    Registrar(FlagOverrides* s, CLI::App* c, const std::vector<Flag>& f) : self(s), cmd(c), flags(f) {}
     FlagOverrides* self;
     CLI::App* cmd;
     const std::vector<Flag>& flags;
-    std::string prefix;
-    size_t added;
+    size_t added = 0;
 
     template <class M>
     void field(const char* key, M&, const char* help) {
-      const std::string path = prefix + key;
+      const std::string path = this->prefix + key;
       for (const Flag& f : flags) {
         if (f.key != path) continue;
         const std::string names = flag_name(path) + (f.aliases.empty() ? "" : "," + f.aliases);
@@ -92,13 +92,6 @@ class FlagOverrides {
           cmd->add_option_function<M>(names, [s, path](const M& v) { s->record(path, v); }, help);
         ++added;
       }
-    }
-    template <class S>
-    void section(const char* key, S& s, const char*) {
-      const std::string saved = prefix;
-      prefix += std::string(key) + ".";
-      fields(s, *this);
-      prefix = saved;
     }
     template <class S>
     void list(const char*, std::vector<S>&, const char*) {}

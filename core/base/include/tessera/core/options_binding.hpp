@@ -52,33 +52,39 @@ void fields(UNetOptions& o, V& v) {
 
 namespace options_detail {
 
-// Collects the dotted keys of every field ("train.loss.kind"; a list is one key).
-struct KeyLister {
-  std::vector<std::string> keys;
+// Base of the visitors that name a field by its dotted path ("train.loss.kind"): section()
+// descends into the nested struct with its key appended to `prefix`.
+template <class Derived>
+struct DottedVisitor {
   std::string prefix;
-  template <class M>
-  void field(const char* key, M&, const char*) { keys.push_back(prefix + key); }
   template <class S>
   void section(const char* key, S& s, const char*) {
     const std::string saved = prefix;
     prefix += std::string(key) + ".";
-    fields(s, *this);
+    fields(s, static_cast<Derived&>(*this));
     prefix = saved;
   }
+};
+
+// Collects the dotted keys of every field ("train.loss.kind"; a list is one key).
+struct KeyLister : DottedVisitor<KeyLister> {
+  std::vector<std::string> keys;
+  template <class M>
+  void field(const char* key, M&, const char*) { keys.push_back(prefix + key); }
   template <class S>
   void list(const char* key, std::vector<S>&, const char*) { keys.push_back(prefix + key); }
 };
 
 // Assigns `value` to the field at dotted `path`; text is parsed for an enum field.
 template <class T>
-struct FieldSetter {
+struct FieldSetter : DottedVisitor<FieldSetter<T>> {
+  FieldSetter(const std::string& p, const T& v) : path(p), value(v) {}
   const std::string& path;
   const T& value;
-  std::string prefix;
   bool found = false;
   template <class M>
   void field(const char* key, M& m, const char*) {
-    if (prefix + key != path) return;
+    if (this->prefix + key != path) return;
     found = true;
     if constexpr (std::is_enum_v<M> && std::is_convertible_v<const T&, std::string>)
       parse_value(std::string(value), m);
@@ -86,13 +92,6 @@ struct FieldSetter {
       m = value;
     else
       found = false;  // a field of another type: not this one
-  }
-  template <class S>
-  void section(const char* key, S& s, const char*) {
-    const std::string saved = prefix;
-    prefix += std::string(key) + ".";
-    fields(s, *this);
-    prefix = saved;
   }
   template <class S>
   void list(const char*, std::vector<S>&, const char*) {}
@@ -112,7 +111,7 @@ std::vector<std::string> field_keys(O o) {
 /// for an enum field). Returns false when `O` declares no such field of that type.
 template <class O, class T>
 bool set_field(O& o, const std::string& path, const T& value) {
-  options_detail::FieldSetter<T> setter{path, value, {}};
+  options_detail::FieldSetter<T> setter(path, value);
   fields(o, setter);
   return setter.found;
 }
