@@ -4,7 +4,11 @@
 // a rerun resumes from the tiles already there (parallel/sample_parallel.hpp).
 // --vectorize polygonizes the finished label mosaic as a whole (io/vector_export.hpp), so no
 // polygon is cut at a tile seam; --probabilities also writes the per-class softmax
-// (single process only: io/probability_raster.hpp).
+// (one process, or rank 0 under --sp: io/probability_raster.hpp).
+// With --sp P (mpirun -np P) the ranks share every tile instead: each runs the network on its
+// block of the tile (halo exchanges, whole-image norm statistics: parallel/spatial.hpp) and
+// gathers the tile's logits, so a tile — or a whole volume as one tile — P times larger than a
+// rank's memory allows gives the labels of one process with that tile; rank 0 writes them.
 #include <malloc.h>
 
 #include <filesystem>
@@ -29,6 +33,8 @@
 #include "tessera/parallel/planner.hpp"
 #include "tessera/parallel/runtime.hpp"
 #include "tessera/parallel/sample_parallel.hpp"
+#include "tessera/parallel/spatial.hpp"
+#include "tessera/parallel/spatial_hooks.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -43,6 +49,8 @@ struct Flags {
   uint64_t seed = 0;
   std::string tile = "auto", memory_budget;
   int batch = 1;
+  int sp = 1;
+  std::string sp_mesh;
   std::optional<int> threads;
   bool no_progress = false;
 };
@@ -140,11 +148,129 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
   return c;
 }
 
+// What --sp refuses before any image is read: a rank count other than --sp (inference does
+// not combine spatial with other parallel axes) and sample-parallel --run-dir.
+void check_spatial_flags(const Flags& f, const parallel::Communicator& world) {
+  const std::string sp = "--sp " + std::to_string(f.sp);
+  if (f.sp < 1) throw Error(sp + ": must be >= 1");
+  if (!f.sp_mesh.empty() && f.sp == 1) throw Error("--sp-mesh " + f.sp_mesh + ": needs --sp N (the mesh's product)");
+  if (f.sp == 1) {
+    if (world.size() > 1 && f.run_dir.empty())
+      throw Error("infer: " + std::to_string(world.size()) + " ranks need --run-dir RUN (tiles spread over the ranks, "
+                  "finished ones kept in RUN/tiles/) or --sp " + std::to_string(world.size()) +
+                  " (every tile split over the ranks)");
+    return;
+  }
+  if (world.size() != f.sp)
+    throw Error(sp + ": needs exactly " + std::to_string(f.sp) + " ranks (mpirun -np " + std::to_string(f.sp) +
+                "), got " + std::to_string(world.size()) + "; inference combines --sp with no other parallel axis");
+  if (!f.run_dir.empty())
+    throw Error(sp + ": not with --run-dir " + f.run_dir + " (sample-parallel inference spreads whole tiles over the "
+                "ranks; use one of them)");
+}
+
+// The blocks of every tile with --sp S: --sp-mesh, or S blocks along the first axis.
+parallel::SpatialMesh spatial_mesh(const Flags& f, int dims) {
+  parallel::SpatialMesh mesh = f.sp_mesh.empty() ? parallel::SpatialMesh::along_first_axis(f.sp, dims)
+                                                 : parallel::SpatialMesh::parse(f.sp_mesh, dims);
+  if (mesh.size() != f.sp)
+    throw Error("--sp-mesh " + f.sp_mesh + ": " + std::to_string(mesh.size()) + " blocks, but --sp " +
+                std::to_string(f.sp) + " (the mesh's product must equal --sp)");
+  return mesh;
+}
+
+// What a model and tile must be for --sp: `same` padding, and a tile input window that splits
+// into blocks starting on multiples of the pooling factor (every window has the same sides).
+void check_spatial_model(const Flags& f, const UNetOptions& model, const parallel::SpatialMesh& mesh, int64_t tile,
+                         const Index& extent) {
+  const std::string sp = "--sp " + std::to_string(f.sp);
+  if (model.padding != Padding::kSame)
+    throw Error(sp + ": spatial parallelism needs a `same`-padding U-Net, the model's padding is " +
+                to_string(model.padding) + " (use --padding same)");
+  const Index sides = make_tile_grid(model, extent, tile).input_sides();
+  for (int a = 0; a < mesh.dims(); ++a)
+    parallel::block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], parallel::unet_block_alignment(model),
+                            "--tile " + std::to_string(tile) + " (input window " + std::to_string(sides[size_t(a)]) +
+                                " on axis " + std::to_string(a) + ") under " + sp + " (mesh " + mesh.describe() + ")");
+}
+
+// Rank 0's weights on every rank (a checkpoint or the same seed give them already; this makes
+// it a guarantee rather than an assumption about the random generator).
+void share_weights(UNet& net, parallel::Communicator& world) {
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->parameters()) world.broadcast(p, 0);
+  for (auto& b : net->buffers())
+    if (b.defined()) world.broadcast(b, 0);
+}
+
+// The forward runner of --sp: this rank's block of every window of the batch through the
+// network under the decomposition, then the whole windows' logits from every rank's block.
+ForwardRunner spatial_forward(const parallel::SpatialDecomposition& decomposition) {
+  return [&decomposition](UNet& net, const torch::Tensor& input) {
+    const int64_t alignment = parallel::unet_block_alignment(net->options());
+    const std::vector<int64_t> sides(input.sizes().begin() + 2, input.sizes().end());
+    decomposition.check_halo_fits(sides, alignment, (net->options().kernel - 1) / 2);
+    const torch::Tensor block = decomposition.scatter(input, 2, alignment).contiguous();
+    torch::Tensor logits;
+    {
+      DecompositionScope scope(decomposition);
+      logits = net->forward(block);
+    }
+    return decomposition.gather(logits.contiguous(), sides, 2, alignment);
+  };
+}
+
+// The label sink of a rank that computes but does not write (ranks other than 0 under --sp).
+class DiscardedLabels final : public LabelSink {
+ public:
+  void write(const Box&, const Block<uint8_t>&) override {}
+  void commit() override {}
+};
+
 Block<float> to_block_f32(const torch::Tensor& t) {
   const torch::Tensor c = t.to(torch::kFloat).contiguous();
   Block<float> b(Index(c.sizes().begin(), c.sizes().end()));
   std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), b.data.begin());
   return b;
+}
+
+// The labels (and --probabilities) of one image through for_each_tile; `writes`: this rank
+// writes and commits the files (one process, or rank 0 under --sp), else it only computes.
+InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& image, const Normalization& norm,
+                               const std::string& output, const InferenceOptions& options, bool writes,
+                               const std::vector<std::string>& class_names) {
+  auto make_parent = [](const std::string& path) {
+    if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+  };
+  std::unique_ptr<LabelSink> sink = std::make_unique<DiscardedLabels>();
+  if (writes) {
+    make_parent(output);
+    sink = io::create_label_sink(output, image.info());
+  }
+  if (f.probabilities.empty()) {
+    const InferenceReport r = infer_labels(net, image, norm, *sink, options);
+    sink->commit();
+    return r;
+  }
+  std::optional<io::ProbabilityRasterWriter> probs;
+  if (writes) {
+    make_parent(f.probabilities);
+    probs.emplace(io::ProbabilityRasterOptions(f.probabilities, image.info().extent, image.info().geo,
+                                               static_cast<int>(net->options().classes))
+                      .with_class_names(class_names));
+  }
+  auto write = [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
+    if (!probs) return;
+    auto labels = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(), int64_t{kNoDataLabel});
+    sink->write(t.inset, to_block_u8(labels));
+    auto p = torch::softmax(logits.to(torch::kFloat), 0)
+                 .masked_fill_(valid.logical_not().unsqueeze(0), std::numeric_limits<float>::quiet_NaN());
+    probs->write(t.inset, to_block_f32(p));
+  };
+  const InferenceReport r = for_each_tile(net, image, norm, options, write);
+  if (probs) probs->commit();
+  sink->commit();
+  return r;
 }
 
 void run(const Flags& f) {
@@ -156,9 +282,7 @@ void run(const Flags& f) {
   mallopt(M_ARENA_MAX, 1);
   parallel::Communicator& world = parallel::world();
   const bool root = world.rank() == 0;
-  if (world.size() > 1 && f.run_dir.empty())
-    throw Error("infer: --run-dir RUN is required with " + std::to_string(world.size()) +
-                " ranks (finished tiles are kept in RUN/tiles/)");
+  check_spatial_flags(f, world);
   const int threads = configure_threads(f.threads.value_or(0));
   const TileChoiceOptions tile_options = tile_choice_options(f, world);
   const auto jobs = plan_outputs(f);
@@ -169,7 +293,7 @@ void run(const Flags& f) {
   if (!f.probabilities.empty() && batch_of_scenes)
     throw Error("--probabilities " + f.probabilities + ": works on one input image, not a folder of scenes");
   if (!f.probabilities.empty() && !f.run_dir.empty())
-    throw Error("--probabilities " + f.probabilities + ": single process only (not with --run-dir or several ranks)");
+    throw Error("--probabilities " + f.probabilities + ": not with --run-dir (one process, or --sp N)");
   if (!f.probabilities.empty() && io::is_volume_path(f.probabilities))
     throw Error("--probabilities " + f.probabilities + ": probabilities are a GeoTIFF (.tif)");
 
@@ -192,8 +316,24 @@ void run(const Flags& f) {
       net = UNet(o);
       norm = io::default_normalization(*image);
     }
-    const TileChoice tile = resolve_tile(tile_options, net->options(), image->info().extent, f.batch, world);
-    const auto options = InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(!f.no_progress);
+    const Index& extent = image->info().extent;
+    std::optional<parallel::SpatialMesh> mesh;
+    if (f.sp > 1) mesh = spatial_mesh(f, static_cast<int>(extent.size()));
+    TileChoice tile = resolve_tile(tile_options, net->options(), extent, f.batch, world);
+    // The memory model predicts one process running the whole tile; a rank of --sp holds a
+    // block of the activations but the whole tile's input and logits, which it does not model.
+    const int64_t whole = *std::max_element(extent.begin(), extent.end()) + unet_alignment(net->options());
+    if (mesh && tile_options.tile == 0 && tile.steps != clamped_steps(extent, whole, unet_alignment(net->options())))
+      tile.reason += "; one rank's choice: --sp does not enlarge it, give --tile";
+    auto options =
+        InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(!f.no_progress && (root || !mesh));
+    std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
+    if (mesh) {
+      check_spatial_model(f, net->options(), *mesh, tile.tile, extent);
+      share_weights(net, world);
+      decomposition.emplace(world, *mesh);
+      options.with_forward(spatial_forward(*decomposition));
+    }
     if (!f.run_dir.empty()) {
       parallel::SampleParallelOptions sp;
       sp.run_dir = f.run_dir;
@@ -223,34 +363,16 @@ void run(const Flags& f) {
       }
       continue;
     }
-    if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path());
-    auto sink = io::create_label_sink(output, image->info());
-    InferenceReport r;
-    if (f.probabilities.empty()) {
-      r = infer_labels(net, *image, norm, *sink, options);
-    } else {
-      if (fs::path(f.probabilities).has_parent_path()) fs::create_directories(fs::path(f.probabilities).parent_path());
-      const int classes = static_cast<int>(net->options().classes);
-      io::ProbabilityRasterWriter probs(io::ProbabilityRasterOptions(f.probabilities, image->info().extent,
-                                                                     image->info().geo, classes)
-                                            .with_class_names(loaded.meta.class_names));
-      r = for_each_tile(net, *image, norm, options,
-                        [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
-                          auto labels = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(),
-                                                                                        int64_t{kNoDataLabel});
-                          sink->write(t.inset, to_block_u8(labels));
-                          auto p = torch::softmax(logits.to(torch::kFloat), 0)
-                                       .masked_fill_(valid.logical_not().unsqueeze(0),
-                                                     std::numeric_limits<float>::quiet_NaN());
-                          probs.write(t.inset, to_block_f32(p));
-                        });
-      probs.commit();
-    }
-    sink->commit();
-    std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx, %d "
+    const InferenceReport r = infer_to_files(f, net, *image, norm, output, options, root, loaded.meta.class_names);
+    if (!root) continue;
+    std::string spatial;
+    if (mesh) spatial = ", spatial " + std::to_string(f.sp) + " (mesh " + mesh->describe() + ") on " +
+                        std::to_string(world.size()) + " ranks x";
+    std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx%s %d "
                 "threads\n",
                 input.c_str(), output.c_str(), (long long)r.tiles, tile.summary().c_str(), r.seconds,
-                r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead, threads);
+                r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead,
+                spatial.empty() ? "," : spatial.c_str(), threads);
     if (!f.overlay.empty()) {
       write_overlay_png(input, output, f.overlay);
       std::printf("overlay: %s\n", f.overlay.c_str());
@@ -295,7 +417,15 @@ void register_infer(CLI::App& app) {
   cmd->add_flag("--vector-background", f.vector_background, "With --vectorize: also write class 0 polygons");
   cmd->add_option("--probabilities", f.probabilities,
                   "Also write per-class softmax probabilities: Float32 GeoTIFF, band k+1 = class k, NaN where "
-                  "the input has no data; 2-D, single process only");
+                  "the input has no data; 2-D; one process, or rank 0 with --sp (not with --run-dir)");
+  cmd->add_option("--sp", f.sp,
+                  "Spatial parallelism: every tile split into N blocks, one per rank (mpirun -np N; world size "
+                  "must be N), halos exchanged, rank 0 writes the labels of one process with the same tile. "
+                  "For a tile or a whole volume larger than one rank's memory; `same`-padding models only")
+      ->capture_default_str();
+  cmd->add_option("--sp-mesh", f.sp_mesh,
+                  "With --sp: blocks per spatial axis, e.g. 2x2 (product = --sp; default: --sp blocks along the "
+                  "first axis, rows or slices)");
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });

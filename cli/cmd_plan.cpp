@@ -1,8 +1,10 @@
 // tessera plan --model PRESET --image W×H[×D] --devices N --device-memory GiB [--train|--infer]
 //              [--json] [--calibration FILE] [--throughput GFLOPS]
 // The layout for a model, an image and a set of devices: tile inset and tiling, pipeline
-// stages with their balance, micro-batches, data-parallel degree, predicted memory and time,
-// and which limit binds. The search and its models live in parallel/planner.hpp.
+// stages with their balance or spatial parallelism (a tile split over sp ranks, `same`
+// padding), micro-batches, data-parallel degree, predicted memory and time, and which limit
+// binds. --tile fixes the inset (context the task needs). The search and its models live in
+// parallel/planner.hpp.
 //
 // tessera plan --calibrate --model PRESET: times forward + backward of the network on this
 // machine (LibTorch, one tile) and stores the sustained FLOP/s per model in the calibration
@@ -46,6 +48,8 @@ struct Flags {
   std::optional<double> throughput_gflops;
   std::string calibration;
   std::optional<int64_t> calibration_tile;  // default 128 (2-D), 32 (3-D)
+  std::optional<int64_t> tile;              // the inset every step must see whole
+  bool no_spatial = false;
   int threads = 2;
 };
 
@@ -172,6 +176,8 @@ void run_plan(const Flags& f) {
   if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
   po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
   if (f.checkpoint != "auto") po.with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
+  if (f.tile) po.with_tile_inset(*f.tile);
+  po.with_consider_spatial(!f.no_spatial);
   std::string time_source = "default CPU figure";
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);
@@ -220,6 +226,11 @@ void run_plan(const Flags& f) {
                        {"schedule", parallel::to_string(L.schedule)},
                        {"activation_checkpoint", parallel::to_string(L.checkpoint)},
                        {"bubble_fraction", L.bubble_fraction}}},
+                     {"spatial",
+                      {{"ranks", L.spatial},
+                       {"mesh", Index(L.spatial_mesh.rbegin(), L.spatial_mesh.rend())},
+                       {"halo_bytes_per_step", L.halo_bytes_per_step},
+                       {"halo_seconds", L.halo_seconds}}},
                      {"data_parallel", L.data_parallel},
                      {"devices_used", L.devices_used},
                      {"memory",
@@ -248,6 +259,10 @@ void run_plan(const Flags& f) {
   std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
   std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
               parallel::to_string(L.schedule).c_str(), L.bubble_fraction, parallel::to_string(L.checkpoint).c_str());
+  if (L.spatial > 1)
+    std::printf("  spatial parallel sp     %d (%s blocks), halo %.3g MiB per step, %.3g s\n", L.spatial,
+                axes(Index(L.spatial_mesh.begin(), L.spatial_mesh.end())).c_str(),
+                double(L.halo_bytes_per_step) / double(1 << 20), L.halo_seconds);
   std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
   std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / gib, memory_source.c_str());
   std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
@@ -272,6 +287,8 @@ void register_plan(CLI::App& app) {
   cmd->add_option("--device-memory", f.device_memory_gib, "Memory per device in GiB")->capture_default_str();
   cmd->add_flag("--train", f.train, "Plan training (default)");
   cmd->add_flag("--infer", f.infer, "Plan inference");
+  cmd->add_option("--tile", f.tile, "Tile inset every step must see whole (default: the planner chooses)");
+  cmd->add_flag("--no-spatial", f.no_spatial, "Do not consider spatial parallelism (sp)");
   cmd->add_flag("--json", f.json, "Print the layout as JSON");
   cmd->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b or gpipe")->capture_default_str();
   cmd->add_option("--activation-checkpoint", f.checkpoint, "Activation checkpointing: auto (the planner chooses), never, always, except_last")

@@ -15,7 +15,8 @@
 //           keep_last: 3, early_stopping: 5, validate: true,
 //           loss: {kind: dice_ce, include_background: true, class_weights: [...], focal_gamma: 2}}
 //   parallel: {dp: 0, pp: 1, sp: 1, fusion_mib: 25, scale_learning_rate: false,     # optional
-//              micro_batches: 0, schedule: 1f1b, activation_checkpoint: never}        # with pp > 1
+//              micro_batches: 0, schedule: 1f1b, activation_checkpoint: never,        # with pp > 1
+//              sp_mesh: 2x2}                                                          # with sp > 1
 // A key this file does not read is an error naming the file, line and closest known key
 // (config_file.hpp); so is a value of the wrong type.
 //
@@ -23,6 +24,9 @@
 // (default: all ranks on the data axis) and train data-parallel: `batch` is per replica,
 // the global batch is batch × dp, and the result equals one process with the global batch.
 // With --pp K each replica is a pipeline of K stages (parallel/pipeline_hooks.hpp), dp = P / K.
+// With --sp S each tile of a replica is split into S blocks, one per rank, along the first
+// axis or as --sp-mesh says (2x2; parallel/spatial_hooks.hpp), dp = P / S; `same` padding only.
+#include <algorithm>
 #include <filesystem>
 
 #include <torch/torch.h>
@@ -46,6 +50,7 @@
 #include "tessera/parallel/pipeline_hooks.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/process_grid.hpp"
+#include "tessera/parallel/spatial_hooks.hpp"
 #include "tessera/parallel/runtime.hpp"
 
 namespace tessera::cli {
@@ -146,8 +151,56 @@ CheckpointMeta describe_model(RunConfig& c, const Dataset& data, const std::stri
   return meta;
 }
 
+// The grid the flags ask for; the combinations the trainer cannot run are refused here,
+// before the grid is built.
 parallel::GridShape grid_shape(const ParallelConfig& p) {
+  if (p.pp > 1 && p.sp > 1) throw Error("--pp with --sp is not supported; use one of them");
   return parallel::GridShape().with_data(p.dp).with_pipeline(p.pp).with_spatial(p.sp);
+}
+
+// The blocks of every tile with --sp S: --sp-mesh, or S blocks along the first axis.
+parallel::SpatialMesh spatial_mesh(const ParallelConfig& p, int spatial, int dims) {
+  if (p.sp_mesh.empty()) return parallel::SpatialMesh::along_first_axis(spatial, dims);
+  return parallel::SpatialMesh::parse(p.sp_mesh, dims);
+}
+
+// "2x2": the mesh as --sp-mesh spells it (the resolved config records it).
+std::string mesh_text(const parallel::SpatialMesh& mesh) {
+  std::string s;
+  for (int parts : mesh.parts) s += (s.empty() ? "" : "x") + std::to_string(parts);
+  return s;
+}
+
+// Every tile side of the run, with the key that sets it: train.tile and the curriculum's.
+std::vector<std::pair<std::string, int64_t>> tile_sides(const TrainOptions& t) {
+  std::vector<std::pair<std::string, int64_t>> sides = {{"train.tile", t.tile}};
+  for (size_t i = 0; i < t.curriculum.size(); ++i)
+    sides.push_back({"train.curriculum[" + std::to_string(i) + "].tile", t.curriculum[i].tile});
+  return sides;
+}
+
+// What spatial parallelism refuses: a `valid` model, a mesh that is not --sp blocks or has
+// more axes than the model, tiles that do not split into blocks starting on multiples of the
+// pooling factor.
+void check_spatial(const RunConfig& c, int spatial, const std::string& config) {
+  const UNetOptions& model = c.model.options;
+  const std::string sp = "--sp " + std::to_string(spatial);
+  if (model.padding != Padding::kSame)
+    throw Error(config + ": " + sp + ": spatial parallelism needs a `same`-padding U-Net, model.padding is " +
+                to_string(model.padding) + " (use --padding same)");
+  const parallel::SpatialMesh mesh = spatial_mesh(c.parallel, spatial, model.dims);
+  if (mesh.size() != spatial)
+    throw Error("--sp-mesh " + c.parallel.sp_mesh + ": " + std::to_string(mesh.size()) + " blocks, but " + sp +
+                " (the mesh's product must equal --sp)");
+  for (const auto& [key, side] : tile_sides(c.train))
+    for (int a = 0; a < mesh.dims(); ++a) {
+      try {
+        parallel::block_offsets(side + unet_remainder(model), mesh.parts[size_t(a)], parallel::unet_block_alignment(model),
+                                key + " on axis " + std::to_string(a) + " of " + sp + " (mesh " + mesh.describe() + ")");
+      } catch (const Error& e) {
+        throw Error(config + ": " + e.what());
+      }
+    }
 }
 
 // What the parallel modes refuse, refused before the run starts.
@@ -155,7 +208,7 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   const TrainOptions& t = c.train;
   const UNetOptions& model = c.model.options;
   const int micro_batches = c.parallel.micro_batches;
-  if (grid.shape().spatial != 1) throw Error("--sp: spatial parallel training is not available yet; use --dp and --pp");
+  if (grid.shape().spatial > 1 || !c.parallel.sp_mesh.empty()) check_spatial(c, grid.shape().spatial, config);
   if (micro_batches < 0 || micro_batches > t.batch)
     throw Error(config + ": parallel.micro_batches: " + std::to_string(micro_batches) + " must be in 0 … batch (" +
                 std::to_string(t.batch) + "; 0: one tile per micro-batch)");
@@ -174,18 +227,29 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   }
 }
 
-// Pipeline stages run forward and backward through PipelineTrainHooks; one stage is plain
-// data parallelism.
+// Pipeline stages and spatial blocks run forward and backward through their hooks; one
+// stage of one block is plain data parallelism.
 struct Hooks {
   std::unique_ptr<TrainHooks> hooks;
   std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
   parallel::PipelineTrainHooks* pipeline = nullptr;  // for per-stage telemetry
+  parallel::SpatialTrainHooks* spatial = nullptr;    // for the halo bytes in the report
   TrainHooks* get() const { return hooks.get(); }
 };
 
-Hooks make_hooks(const ParallelConfig& p, parallel::ProcessGrid& grid) {
+Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
+  const ParallelConfig& p = c.parallel;
   Hooks out;
-  if (grid.shape().pipeline > 1) {
+  if (grid.shape().spatial > 1) {
+    auto h = std::make_unique<parallel::SpatialTrainHooks>(
+        grid.spatial(), grid.data(), spatial_mesh(p, grid.shape().spatial, c.model.options.dims),
+        parallel::SpatialHookOptions()
+            .with_sync_batch_norm(c.train.sync_batch_norm)
+            .with_writes_outputs(grid.is_root()));
+    out.set_step_callback = [blocks = h.get()](auto fn) { blocks->set_step_callback(std::move(fn)); };
+    out.spatial = h.get();
+    out.hooks = std::move(h);
+  } else if (grid.shape().pipeline > 1) {
     auto h = std::make_unique<parallel::PipelineTrainHooks>(
         grid.pipeline(), grid.data(),
         parallel::PipelineHookOptions()
@@ -235,18 +299,40 @@ void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid) {
   c.parallel.dp = grid.shape().data;
   c.parallel.pp = grid.shape().pipeline;
   c.parallel.sp = grid.shape().spatial;
+  if (c.parallel.sp > 1) c.parallel.sp_mesh = mesh_text(spatial_mesh(c.parallel, c.parallel.sp, c.model.options.dims));
   std::filesystem::create_directories(c.train.run_dir);
   write_file_atomically(RunLayout(c.train.run_dir).config(), {resolved_config_yaml(c)});
 }
 
-void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, int threads) {
+// ", spatial 2 × 2 (blocks of 24 × 24 px)": the blocks of a train.tile tile with --sp
+// ("16–24" along an axis whose blocks differ); empty without.
+std::string describe_blocks(const RunConfig& c, const parallel::SpatialTrainHooks* spatial) {
+  if (!spatial) return "";
+  const UNetOptions& model = c.model.options;
+  const parallel::SpatialMesh& mesh = spatial->decomposition().mesh();
+  std::string blocks;
+  for (int a = 0; a < mesh.dims(); ++a) {
+    const std::vector<int64_t> at = parallel::block_offsets(c.train.tile + unet_remainder(model), mesh.parts[size_t(a)],
+                                                            parallel::unet_block_alignment(model), "train.tile");
+    int64_t lo = at.back(), hi = 0;
+    for (size_t i = 1; i < at.size(); ++i) {
+      lo = std::min(lo, at[i] - at[i - 1]);
+      hi = std::max(hi, at[i] - at[i - 1]);
+    }
+    blocks += (a ? " × " : "") + std::to_string(lo) + (lo == hi ? "" : "–" + std::to_string(hi));
+  }
+  return ", spatial " + mesh.describe() + " (blocks of " + blocks + (model.dims == 3 ? " voxels)" : " px)");
+}
+
+void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hooks& hooks, int threads) {
   const UNetOptions& model = c.model.options;
   const TrainOptions& t = c.train;
-  std::fprintf(stderr, "train: %d-D U-Net L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads, %s, global batch %lld\n",
+  std::fprintf(stderr, "train: %d-D U-Net L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads, %s%s, global batch %lld\n",
                model.dims, model.levels, model.base_filters, (long long)unet_parameter_count(model),
                (long long)unet_halo(model), (long long)t.tile, (long long)unet_remainder(model),
-               (long long)(t.tile + unet_remainder(model) + 2 * unet_halo(model)), threads, grid.describe().c_str(),
-               (long long)t.batch * grid.shape().data);
+               (long long)(t.tile + unet_remainder(model) + (model.padding == Padding::kValid ? 2 * unet_halo(model) : 0)),
+               threads, grid.describe().c_str(),
+               describe_blocks(c, hooks.spatial).c_str(), (long long)t.batch * grid.shape().data);
 }
 
 std::unique_ptr<parallel::DeviceMonitor> start_monitor(const TrainOptions& t, parallel::Communicator& world,
@@ -286,7 +372,7 @@ void run(const Flags& f) {
   parallel::Communicator& world = parallel::world();
   parallel::ProcessGrid grid(world, grid_shape(c.parallel));
   check_parallel(c, grid, f.config);
-  Hooks hooks = make_hooks(c.parallel, grid);
+  Hooks hooks = make_hooks(c, grid);
   const bool root_rank = grid.is_root();
   if (!f.resume.empty()) {
     t.resume = f.resume == "auto" ? auto_resume_checkpoint(t.run_dir, root_rank) : f.resume;
@@ -297,7 +383,7 @@ void run(const Flags& f) {
   UNet net(c.model.options);
   if (root_rank) {
     write_resolved_config(c, grid);
-    print_plan(c, grid, threads);
+    print_plan(c, grid, hooks, threads);
   }
   const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, world, hooks);
   RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here
@@ -306,6 +392,12 @@ void run(const Flags& f) {
   monitor->sample_now();
   print_telemetry_summary(world, *monitor);
   if (root_rank) print_report(r);
+  if (root_rank && hooks.spatial && r.steps > 0) {
+    const parallel::SpatialDecomposition& d = hooks.spatial->decomposition();
+    std::printf("halo exchange: rank 0 sent %.2f MiB per step (forward %.2f, backward %.2f)\n",
+                double(d.halo_bytes_forward() + d.halo_bytes_backward()) / r.steps / (1 << 20),
+                double(d.halo_bytes_forward()) / r.steps / (1 << 20), double(d.halo_bytes_backward()) / r.steps / (1 << 20));
+  }
 }
 
 }  // namespace

@@ -19,6 +19,8 @@ void register_plan(CLI::App& app);
 void register_bench_allreduce(CLI::App& bench);
 /// `bench pipeline`: pipeline-parallel step time, bubble and stage memory, under mpirun.
 void register_bench_pipeline(CLI::App& bench);
+/// `bench spatial`: spatial parallelism's per-rank memory, step time and halo bytes (launches mpirun).
+void register_bench_spatial(CLI::App& bench);
 
 /// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
 std::string build_summary();

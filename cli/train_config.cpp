@@ -51,6 +51,7 @@ std::string resolved_config_yaml(const RunConfig& c) {
 const std::vector<TrainFlag>& train_flags() {
   static const std::vector<TrainFlag> flags = {
       {"run_dir", ""},
+      {"model.padding", ""},
       {"train.steps", ""},
       {"train.tile", ""},
       {"train.batch", ""},
@@ -60,6 +61,7 @@ const std::vector<TrainFlag>& train_flags() {
       {"parallel.dp", ""},
       {"parallel.pp", ""},
       {"parallel.sp", ""},
+      {"parallel.sp_mesh", ""},
       {"parallel.micro_batches", ""},
       {"parallel.schedule", ""},
       {"parallel.activation_checkpoint", ""},

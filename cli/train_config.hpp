@@ -5,7 +5,7 @@
 //   model: {preset: unet-tiny, classes: 4}          # the preset, then any UNetOptions field
 //   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
 //   train: {TrainOptions fields (train_options_binding.hpp), validate}
-//   parallel: {dp, pp, sp, fusion_mib, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
+//   parallel: {dp, pp, sp, sp_mesh, fusion_mib, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
 // A key nobody declared is an error naming the file, line and closest key (config_file.hpp).
 #include <string>
 #include <vector>
@@ -43,6 +43,7 @@ struct ParallelConfig {
   int dp = 0;  ///< replicas; 0 = ranks / (pp × sp)
   int pp = 1;
   int sp = 1;
+  std::string sp_mesh;  ///< blocks per spatial axis with sp > 1 ("2x2"); empty = split along the first axis
   double fusion_mib = 25;
   int micro_batches = 0;
   std::string schedule = "1f1b";
@@ -108,7 +109,8 @@ template <class V>
 void fields(ParallelSection& s, V& v) {
   v.field("dp", s.p.dp, "Data-parallel replicas (default: ranks / (pp x sp))");
   v.field("pp", s.p.pp, "Pipeline stages: the U-Net cut into this many stages by the memory-aware balance");
-  v.field("sp", s.p.sp, "Spatial ranks per tile (1 until spatial parallelism arrives)");
+  v.field("sp", s.p.sp, "Spatial ranks per tile: each holds one block of every tile (needs padding same)");
+  v.field("sp_mesh", s.p.sp_mesh, "Blocks per spatial axis with --sp, e.g. 2x2 (product = sp); empty = split along the first axis");
   v.field("fusion_mib", s.p.fusion_mib, "Gradient allreduce bucket bound in MiB");
   v.field("micro_batches", s.p.micro_batches, "Micro-batches per replica batch with --pp (0: one tile each)");
   v.field("schedule", s.p.schedule, "Pipeline schedule with --pp: 1f1b or gpipe");

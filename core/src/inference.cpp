@@ -97,7 +97,8 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
     Batch batch = options.prefetch ? next.get() : fetch(indices);
     indices = take();
     if (options.prefetch && !indices.empty()) next = std::async(std::launch::async, fetch, indices);
-    torch::Tensor logits = net->forward(batch.input);
+    torch::Tensor logits = options.forward ? options.forward(net, batch.input) : net->forward(batch.input);
+    TESSERA_CHECK(logits.dim() == batch.input.dim() && logits.size(0) == batch.input.size(0));
     for (size_t k = 0; k < batch.tiles.size(); ++k) {
       const Tile& t = batch.tiles[k];
       // Valid networks cover the output box; `same` networks cover the whole input box.

@@ -238,6 +238,19 @@ class MpiCommunicator final : public Communicator {
     wait(r, "recv", source);
   }
 
+  void sendrecv(const torch::Tensor& out, int destination, torch::Tensor& in, int source, int tag) override {
+    MPI_Request sent = MPI_REQUEST_NULL, received = MPI_REQUEST_NULL;
+    if (source >= 0) {
+      check(in, "recv");
+      MPI_Irecv(in.data_ptr(), count(in), mpi_type(in, false), source, tag, comm_, &received);
+    }
+    if (destination >= 0) {
+      check(out, "send");
+      MPI_Isend(out.data_ptr(), count(out), mpi_type(out, false), destination, tag, comm_, &sent);
+    }
+    if (source >= 0) wait(received, "recv", source);
+    if (destination >= 0) wait(sent, "send", destination);
+  }
   void barrier() override {
     MPI_Request r;
     board_->arrive();

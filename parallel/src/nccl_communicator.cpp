@@ -105,6 +105,20 @@ class NcclCommunicator final : public Communicator {
     nccl(ncclRecv(t.data_ptr(), t.numel(), nccl_type(t), source, comm_, stream_), "ncclRecv");
     wait("recv");
   }
+  void sendrecv(const torch::Tensor& out, int destination, torch::Tensor& in, int source, int) override {
+    // One NCCL group: the send and the receive progress together (no deadlock between neighbours).
+    nccl(ncclGroupStart(), "ncclGroupStart");
+    if (destination >= 0) {
+      check(out, "send");
+      nccl(ncclSend(out.data_ptr(), out.numel(), nccl_type(out), destination, comm_, stream_), "ncclSend");
+    }
+    if (source >= 0) {
+      check(in, "recv");
+      nccl(ncclRecv(in.data_ptr(), in.numel(), nccl_type(in), source, comm_, stream_), "ncclRecv");
+    }
+    nccl(ncclGroupEnd(), "ncclGroupEnd");
+    wait("sendrecv");
+  }
   void barrier() override {
     torch::Tensor one = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_));
     allreduce(one, ReduceOp::kSum);
@@ -170,6 +184,9 @@ struct NcclCommunicator::OwningNccl final : Communicator {
   torch::Tensor reduce_scatter(const torch::Tensor& t, ReduceOp op) override { return nccl_.reduce_scatter(t, op); }
   void send(const torch::Tensor& t, int d, int tag) override { nccl_.send(t, d, tag); }
   void recv(torch::Tensor& t, int s, int tag) override { nccl_.recv(t, s, tag); }
+  void sendrecv(const torch::Tensor& out, int d, torch::Tensor& in, int s, int tag) override {
+    nccl_.sendrecv(out, d, in, s, tag);
+  }
   void barrier() override { nccl_.barrier(); }
   std::unique_ptr<Communicator> split(int color, int key) override { return nccl_.split(color, key); }
   std::unique_ptr<SharedCounter> make_counter() override { return nccl_.make_counter(); }

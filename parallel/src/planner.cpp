@@ -5,11 +5,13 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/spatial.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -286,6 +288,9 @@ LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_si
     Layer& l = seq.layers[i];
     l.in_elements = l.in_channels * volume([&](const LayerSequence& a) { return a.layers[i].in_side; });
     l.out_elements = l.out_channels * volume([&](const LayerSequence& a) { return a.layers[i].out_side; });
+    // What a layer keeps is a whole number of bytes per output element (4, 12 or 0).
+    const Layer& cube = axes.front().layers[i];
+    l.saved_bytes = cube.out_elements > 0 ? cube.saved_bytes / cube.out_elements * l.out_elements : 0;
   }
   for (SkipEdge& e : seq.skips) {
     e.elements = seq.layers[size_t(e.producer)].out_elements;
@@ -308,6 +313,131 @@ int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch)
   const int64_t window = first.in_elements * kFloatBytes + first.in_elements / first.in_channels;  // values + valid
   const int64_t loop = 2 * window + 2 * first.in_elements * kFloatBytes + seq.layers.back().out_elements * kFloatBytes;
   return weights + std::llround(kInferenceAllocatorSlack * double(batch) * double(network + loop));
+}
+
+void SpatialPlanOptions::validate() const {
+  auto bad = [](const std::string& field, const std::string& why) { throw Error("spatial plan: " + field + ": " + why); };
+  if (micro_batch < 1) bad("micro_batch", "must be >= 1, got " + std::to_string(micro_batch));
+  if (!(latency_seconds >= 0)) bad("latency_seconds", "must be >= 0");
+  if (!(bytes_per_second > 0)) bad("bytes_per_second", "must be > 0");
+}
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// `block` per axis at layer `l` of `seq`: blocks start on multiples of 2^(L−1), so a layer at
+// side in_side sees the block scaled by in_side / input_side exactly.
+std::vector<int64_t> layer_block(const LayerSequence& seq, const Layer& l, const std::vector<int64_t>& block) {
+  std::vector<int64_t> out;
+  for (int64_t e : block) out.push_back(e * l.in_side / seq.input_side);
+  return out;
+}
+
+bool has_halo(const LayerSequence& seq, const Layer& l) { return l.kind == LayerKind::kConv && seq.options.kernel > 1; }
+
+// What the decomposed layers keep instead of the one-process ones (spatial_plan's contract),
+// applied to the layer sequence `block` of the largest block (`sides` per axis) of `seq`.
+void add_decomposition_terms(const LayerSequence& seq, const std::vector<int64_t>& sides, LayerSequence& block) {
+  const int64_t width = (seq.options.kernel - 1) / 2;
+  for (size_t i = 0; i < block.layers.size(); ++i) {
+    Layer& l = block.layers[i];
+    if (!has_halo(seq, seq.layers[i])) continue;
+    std::vector<int64_t> padded = layer_block(seq, seq.layers[i], sides);
+    for (int64_t& e : padded) e += 2 * width;
+    l.saved_bytes += l.in_channels * product(padded) * kFloatBytes;
+    if (i == 0) continue;
+    Layer& before = block.layers[i - 1];  // a pooling's or concatenation's output: the copy replaces it
+    if (before.kind == LayerKind::kPool || before.kind == LayerKind::kConcat)
+      before.saved_bytes -= before.out_elements * kFloatBytes;
+  }
+}
+
+// Neighbours of mesh coordinate `coords` summed over the split axes: messages per exchange.
+int messages_per_exchange(const std::vector<int>& parts, const std::vector<int>& coords) {
+  int m = 0;
+  for (size_t a = 0; a < parts.size(); ++a)
+    if (parts[a] > 1) m += (coords[a] > 0) + (coords[a] < parts[a] - 1);
+  return m;
+}
+
+}  // namespace
+
+SpatialPlan spatial_plan(const LayerSequence& seq, const std::vector<int>& parts, const SpatialPlanOptions& o) {
+  o.validate();
+  const UNetOptions& model = seq.options;
+  if (model.padding != Padding::kSame)
+    throw Error("spatial: a `valid` network cannot be split across ranks: use --padding same");
+  if (static_cast<int>(parts.size()) != model.dims)
+    throw Error(fmt::format("spatial: a mesh of {} axes for a {}-D model", parts.size(), model.dims));
+  const SpatialMesh mesh{parts};
+  std::vector<std::vector<int64_t>> offsets;
+  SpatialPlan p;
+  p.parts = parts;
+  for (int a = 0; a < model.dims; ++a) {
+    offsets.push_back(block_offsets(seq.input_side, parts[size_t(a)], unet_alignment(model),
+                                    "spatial axis " + std::to_string(a)));
+    p.largest_block.push_back(offsets.back()[1] - offsets.back()[0]);  // the first blocks are the larger
+  }
+  // Memory: the layer model on the largest block, with what decomposition changes.
+  LayerSequence block = box_layer_sequence(model, p.largest_block);
+  add_decomposition_terms(seq, p.largest_block, block);
+  for (const Layer& l : seq.layers) p.state_bytes += layer_bytes(l, 0, o.training);  // activations: none at 0 samples
+  const auto mo = StageMemoryOptions{}.with_training(o.training);
+  const int64_t one_sample = stage_bytes(block, 0, block.size() - 1, 1, mo) - p.state_bytes;
+  p.activation_bytes = one_sample * o.micro_batch;
+  p.bytes = p.state_bytes + p.activation_bytes;
+  // Halo bytes and time, rank by rank (edge blocks have fewer neighbours, uneven blocks differ).
+  const int passes = o.training ? 2 : 1;  // backward sends the same amount back
+  const int64_t width = (model.kernel - 1) / 2;
+  p.layer_halo_bytes.assign(seq.layers.size(), 0);
+  p.rank_halo_bytes.assign(size_t(mesh.size()), 0);
+  // The first convolution's input is the network input, which needs no gradient: autograd
+  // runs no backward exchange for it.
+  auto passes_of = [&](size_t i) { return i == 0 ? 1 : passes; };
+  for (size_t i = 0; i < seq.layers.size(); ++i) p.exchanges += has_halo(seq, seq.layers[i]) ? passes_of(i) : 0;
+  for (int r = 0; r < mesh.size(); ++r) {
+    const std::vector<int> coords = mesh.coordinates(r);
+    std::vector<int64_t> extent;
+    for (int a = 0; a < model.dims; ++a) extent.push_back(offsets[size_t(a)][coords[size_t(a)] + 1] - offsets[size_t(a)][coords[size_t(a)]]);
+    for (size_t i = 0; i < seq.layers.size(); ++i) {
+      const Layer& l = seq.layers[i];
+      if (!has_halo(seq, l)) continue;
+      const int64_t bytes = passes_of(i) * halo_send_bytes(mesh, coords, layer_block(seq, l, extent),
+                                                     int64_t(o.micro_batch) * l.in_channels, width, kFloatBytes);
+      p.layer_halo_bytes[i] += bytes;
+      p.rank_halo_bytes[size_t(r)] += bytes;
+    }
+    p.halo_bytes += p.rank_halo_bytes[size_t(r)];
+    const double seconds = double(p.exchanges * messages_per_exchange(parts, coords)) * o.latency_seconds +
+                           double(p.rank_halo_bytes[size_t(r)]) / o.bytes_per_second;
+    p.halo_seconds = std::max(p.halo_seconds, seconds);
+  }
+  return p;
+}
+
+std::vector<std::vector<int>> spatial_meshes(int ranks, int dims) {
+  TESSERA_CHECK(ranks >= 1 && dims >= 1);
+  std::vector<std::vector<int>> out;
+  std::vector<int> split(size_t(dims), 1);
+  split[0] = ranks;
+  out.push_back(split);
+  // Prime factors, largest first, each to the axis with the fewest blocks so far.
+  std::vector<int> primes;
+  for (int n = ranks, f = 2; n > 1; f = (n % f == 0) ? f : f + 1)
+    if (n % f == 0) {
+      primes.push_back(f);
+      n /= f;
+    }
+  std::vector<int> cubic(size_t(dims), 1);
+  for (auto it = primes.rbegin(); it != primes.rend(); ++it) *std::min_element(cubic.begin(), cubic.end()) *= *it;
+  std::sort(cubic.rbegin(), cubic.rend());
+  if (cubic != split) out.push_back(cubic);
+  return out;
 }
 
 Partition balance_by_memory(const LayerSequence& seq, int stages, const StageMemoryOptions& o) {
@@ -358,6 +488,9 @@ void PlanOptions::validate() const {
   if (max_stages < 1) bad("max_stages", "must be >= 1");
   if (max_micro_batches < 1) bad("max_micro_batches", "must be >= 1");
   if (max_tile_candidates < 2) bad("max_tile_candidates", "must be >= 2");
+  if (tile_inset && (*tile_inset < 1 || *tile_inset % unet_alignment(model) != 0))
+    bad("tile", std::to_string(*tile_inset) + " is not a positive multiple of " + std::to_string(unet_alignment(model)));
+  if (!(message_latency_seconds >= 0)) bad("message_latency_seconds", "must be >= 0");
 }
 
 namespace {
@@ -366,6 +499,7 @@ namespace {
 // subset when there are more than max_tile_candidates. Independent of memory, so more memory can only
 // add feasible candidates.
 std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a) {
+  if (o.tile_inset) return {*o.tile_inset};
   const int64_t largest = *std::max_element(o.image.begin(), o.image.end());
   const int64_t top = (largest + a - 1) / a;  // in units of a
   std::vector<int64_t> units;
@@ -690,14 +824,189 @@ void explain_checkpoint_and_time(const PlanOptions& o, const Search& s, size_t c
 
 }  // namespace
 
+namespace {
+
+// ---- spatial parallelism: one tile over sp ranks (K = 1) ---------------------------------
+
+struct SpatialCandidate {
+  int64_t inset = 0;
+  SpatialPlan plan;
+  int sp = 0, dp = 0;
+  int64_t tiles = 0, steps = 0, peak = 0;
+  double tile_seconds = 0, step = 0, pass = kInf;
+};
+
+// sp = 2 … devices over every mesh of spatial_meshes() at every tile candidate: the fastest
+// layout that fits (better()'s order), and the least memory any split needs.
+struct SpatialSearch {
+  SpatialCandidate best;
+  double least_memory = kInf;
+  std::string least_memory_at;
+};
+
+SpatialCandidate price_spatial(const PlanOptions& o, const TileModel& tile, SpatialPlan plan) {
+  SpatialCandidate c;
+  c.inset = tile.inset;
+  c.sp = 1;
+  for (int p : plan.parts) c.sp *= p;
+  c.tiles = tile.tiles;
+  c.dp = int(std::min<int64_t>(o.devices / c.sp, tile.tiles));
+  c.steps = (tile.tiles + c.dp - 1) / c.dp;
+  double share = 1;  // the largest block's share of the tile's work
+  for (int64_t e : plan.largest_block) share *= double(e) / double(tile.seq.input_side);
+  c.tile_seconds = tile.seconds(0, tile.layers) * share + plan.halo_seconds;
+  const int ranks = c.sp * c.dp;  // every rank holds every gradient
+  const double allreduce = o.training && ranks > 1 ? 2.0 * (ranks - 1) / ranks * double(tile.params(0, tile.layers)) *
+                                                         kFloatBytes / o.allreduce_bytes_per_second
+                                                   : 0.0;
+  c.step = c.tile_seconds + allreduce;
+  c.pass = double(c.steps) * c.step;
+  c.peak = o.baseline_bytes + plan.bytes;
+  c.plan = std::move(plan);
+  return c;
+}
+
+bool better_spatial(const SpatialCandidate& a, const SpatialCandidate& b) {
+  if (a.pass != b.pass) return a.pass < b.pass;
+  if (a.dp * a.sp != b.dp * b.sp) return a.dp * a.sp < b.dp * b.sp;
+  return a.peak < b.peak;
+}
+
+// sp searched: 2, 4, 8, … and every device.
+std::vector<int> spatial_degrees(int devices) {
+  std::vector<int> out;
+  for (int sp = 2; sp <= devices; sp *= 2) out.push_back(sp);
+  if (devices > 1 && out.back() != devices) out.push_back(devices);
+  return out;
+}
+
+SpatialSearch search_spatial(const PlanOptions& o, const Search& s) {
+  SpatialSearch out;
+  if (!o.consider_spatial || o.model.padding != Padding::kSame || o.devices < 2) return out;
+  const auto po = SpatialPlanOptions()
+                      .with_training(o.training)
+                      .with_latency_seconds(o.message_latency_seconds)
+                      .with_bytes_per_second(o.allreduce_bytes_per_second);
+  for (int64_t inset : s.sides) {
+    const std::optional<TileModel> tile = model_tile(o, inset);
+    if (!tile) continue;
+    for (int sp : spatial_degrees(o.devices))
+      for (const std::vector<int>& parts : spatial_meshes(sp, o.model.dims)) {
+        SpatialPlan plan;
+        try {
+          plan = spatial_plan(tile->seq, parts, po);
+        } catch (const Error&) {
+          continue;  // the tile is too small for this split
+        }
+        const double bytes = double(o.baseline_bytes + plan.bytes);
+        if (bytes < out.least_memory) {
+          out.least_memory = bytes;
+          out.least_memory_at = fmt::format("T = {}, sp = {}", inset, sp);
+        }
+        if (bytes > double(o.device_memory_bytes)) continue;
+        SpatialCandidate c = price_spatial(o, *tile, std::move(plan));
+        if (better_spatial(c, out.best)) out.best = std::move(c);
+      }
+  }
+  return out;
+}
+
+std::string mesh_text(const std::vector<int>& parts) {
+  std::string t;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) t += (t.empty() ? "" : " × ") + std::to_string(*it);
+  return t;
+}
+
+Layout spatial_layout(const PlanOptions& o, const SpatialCandidate& c) {
+  const UNetOptions& model = o.model;
+  Layout L;
+  L.tile_inset = c.inset;
+  L.alignment = unet_alignment(model);
+  L.tile_input_side = c.inset + unet_remainder(model) + 2 * unet_halo(model);
+  L.tile_output_side = c.inset + unet_remainder(model);
+  for (int64_t extent : o.image) L.tiles_per_axis.push_back((extent + c.inset - 1) / c.inset);
+  L.tiles = c.tiles;
+  L.halo_overhead = std::pow(double(L.tile_input_side) / double(c.inset), model.dims);
+  const LayerSequence seq = unet_layer_sequence(model, L.tile_input_side);
+  L.stages = 1;
+  L.balance = {seq.size()};
+  L.stage_first_layer = {seq.layers.front().name};
+  L.micro_batches = 1;
+  L.schedule = o.schedule;
+  L.checkpoint = ActivationCheckpoint::kNever;
+  L.data_parallel = c.dp;
+  L.devices_used = c.dp * c.sp;
+  L.spatial = c.sp;
+  L.spatial_mesh = c.plan.parts;
+  L.halo_bytes_per_step = c.plan.halo_bytes;
+  L.halo_seconds = c.plan.halo_seconds;
+  L.stage_memory_bytes = {c.peak};
+  L.peak_memory_bytes = c.peak;
+  L.stage_seconds = {c.tile_seconds};
+  L.bubble_fraction = 0;
+  L.step_seconds = c.step;
+  L.steps = c.steps;
+  L.pass_seconds = c.pass;
+  L.device_flops = o.device_flops;
+  return L;
+}
+
+// Why sp was chosen, or what it would have cost.
+std::string explain_spatial(const PlanOptions& o, const SpatialSearch& sp, const Layout& L, bool chosen,
+                            double pipeline_pass) {
+  const double mib = double(1 << 20);
+  if (chosen)
+    return fmt::format("spatial: sp = {} ({} blocks, K = 1) because {}; each rank holds a block of the tile, halo "
+                       "exchanges send {:.3g} MiB per step ({:.3g} s α-β for the busiest rank)",
+                       L.spatial, mesh_text(L.spatial_mesh),
+                       pipeline_pass == kInf ? "no pipeline layout fits"
+                                             : fmt::format("it takes {:.3g} s per pass against {:.3g} s for the best "
+                                                           "pipeline/data-parallel layout",
+                                                           L.pass_seconds, pipeline_pass),
+                       double(L.halo_bytes_per_step) / mib, L.halo_seconds);
+  if (!o.consider_spatial) return "spatial: not considered (as asked)";
+  if (o.model.padding != Padding::kSame) return "spatial: not considered: a `valid` network cannot be split (--padding same)";
+  if (o.devices < 2) return "spatial: not considered: one device";
+  const SpatialCandidate& c = sp.best;
+  if (c.sp == 0)
+    return sp.least_memory == kInf ? "spatial: no split of the tile candidates is possible (blocks below 2^(L−1))"
+                                   : fmt::format("spatial: no split fits; the least any needs is {:.3g} GiB ({})",
+                                                 gib(sp.least_memory), sp.least_memory_at);
+  return fmt::format("spatial: not chosen: the best split, sp = {} ({}) at T = {}, would take {:.3g} s per pass "
+                     "({:.3g} MiB of halos and {:.3g} s per step) against {:.3g} s",
+                     c.sp, mesh_text(c.plan.parts), c.inset, c.pass, double(c.plan.halo_bytes) / mib,
+                     c.plan.halo_seconds, L.pass_seconds);
+}
+
+}  // namespace
+
 Layout plan(const PlanOptions& o) {
   o.validate();
-  const Search s = search(o);
+  Search s = search(o);
   const size_t chosen = choose_mode(s);
-  if (s.by_mode[chosen].best.t < 0) throw nothing_fits(o, s);
+  const SpatialSearch sp = search_spatial(o, s);
+  if (sp.least_memory < s.least_memory) std::tie(s.least_memory, s.least_memory_at) = std::tie(sp.least_memory, sp.least_memory_at);
+  const Candidate& pipeline = s.by_mode[chosen].best;
+  const bool pipeline_fits = pipeline.t >= 0;
+  const bool spatial_wins =
+      sp.best.sp > 0 && (!pipeline_fits || sp.best.pass < pipeline.pass ||
+                         (sp.best.pass == pipeline.pass && sp.best.dp * sp.best.sp < pipeline.dp * pipeline.k));
+  if (!pipeline_fits && !spatial_wins) throw nothing_fits(o, s);
+  if (spatial_wins) {
+    Layout L = spatial_layout(o, sp.best);
+    L.reasons.push_back(fmt::format("memory: each rank needs {:.2f} GiB of {:.2f} GiB ({:.0f}%): the parameters, "
+                                    "gradients and optimiser state whole, the activations of its block",
+                                    gib(double(L.peak_memory_bytes)), gib(double(o.device_memory_bytes)),
+                                    100.0 * double(L.peak_memory_bytes) / double(o.device_memory_bytes)));
+    L.reasons.push_back(explain_spatial(o, sp, L, true, pipeline_fits ? pipeline.pass : kInf));
+    L.reasons.push_back(fmt::format("time: {:.3g} s per pass at {:.3g} GFLOP/s per device", L.pass_seconds,
+                                    o.device_flops / 1e9));
+    return L;
+  }
   Layout L = layout_of(o, s, chosen);
   explain_memory(o, s, chosen, L, L.reasons);
   explain_parallelism(o, s, chosen, L, L.reasons);
+  L.reasons.push_back(explain_spatial(o, sp, L, false, L.pass_seconds));
   explain_checkpoint_and_time(o, s, chosen, L, L.reasons);
   return L;
 }

@@ -34,6 +34,10 @@ class SelfCommunicator final : public Communicator {
   void recv(torch::Tensor&, int source, int) override {
     throw Error("self: recv from rank " + std::to_string(source) + " in a one-rank group");
   }
+  void sendrecv(const torch::Tensor&, int destination, torch::Tensor&, int source, int) override {
+    if (destination >= 0 || source >= 0)
+      throw Error("self: sendrecv with rank " + std::to_string(std::max(destination, source)) + " in a one-rank group");
+  }
   void barrier() override {}
   std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SelfCommunicator>(); }
   std::unique_ptr<SharedCounter> make_counter() override { return std::make_unique<LocalCounter>(); }

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks through the `tessera` command, as a user runs it:
 # tiling never changes the answer, geometry survives, bad input fails cleanly.
-# Usage: end_to_end.sh TESSERA MAKE_SAMPLE MAKE_FIXTURES [SHARED_DATA_DIR]
-# SHARED_DATA_DIR (real GeoTIFFs made by others) is an extra corpus, used when present.
+# Usage: end_to_end.sh TESSERA MAKE_SAMPLE MAKE_FIXTURES. Every input is made here.
 set -uo pipefail
-T="$1"; GEN="$2"; FIXGEN="$3"; SHARED="${4:-}"
+T="$1"; GEN="$2"; FIXGEN="$3"
 W="$(mktemp -d /tmp/tessera-e2e.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
 failures=0; checks=0
@@ -153,20 +152,16 @@ if command -v gdal_polygonize.py >/dev/null; then
     && [ "$(gdalinfo -checksum "$W/run_poly/labels/polys-class_id.tif" | grep Checksum)" = "$(gdalinfo -checksum "$S/scene_labels.tif" | grep Checksum)" ] \
     && pass "train on polygons: labels burnt from gdal_polygonize output equal the label raster" || fail "polygon labels"
 else
-  fail "polygon labels: gdal_polygonize.py not installed (scripts/setup.sh installs python3-gdal)"
+  fail "polygon labels: gdal_polygonize.py missing (apt-get install gdal-bin python3-gdal, or scripts/setup.sh)"
 fi
 
 echo "== bad input: clear one-line error, non-zero exit, no output left behind"
 expect_clean_failure "tile 3 of a tiled GeoTIFF corrupt" "corrupt_tile.tif" "$W/corrupt_out.tif" \
   "$T" infer --model unet-tiny --filters 4 --init random --input "$FX/corrupt_tile.tif" --output "$W/corrupt_out.tif" --tile 256
 grep -q "tile 3" "$W/stderr.txt" && pass "the error names the damaged tile" || fail "no tile named: $(cat "$W/stderr.txt")"
-# Every raster of the fixtures, and of the shared corpus of real files when present: infers, or
-# fails cleanly naming the file.
-corpus=("$FX"/*.tif)
-if [ -n "$SHARED" ] && [ -d "$SHARED/geotiff" ]; then corpus+=("$SHARED"/geotiff/*.tif)
-else echo "note: extra corpus ${SHARED:-(none)}/geotiff absent; fixtures only"; fi
-for f in "${corpus[@]}"; do
-  n=$(basename "$f"); o="$W/any/$(basename "$(dirname "$f")")-$n"; mkdir -p "$(dirname "$o")"
+# Every raster of the fixtures: infers, or fails cleanly naming the file.
+for f in "$FX"/*.tif; do
+  n=$(basename "$f"); o="$W/any/$n"; mkdir -p "$(dirname "$o")"
   "$T" infer --model unet-tiny --filters 4 --init random --input "$f" --output "$o" --tile 64 --no-progress \
     >/dev/null 2>"$W/err.txt"; rc=$?
   temps=$(temporaries_beside "$o")

@@ -187,7 +187,8 @@ const std::vector<std::pair<std::string, std::string>> kTrainFlagValues = {
     {"run_dir", "/tmp/somewhere"},  {"train.steps", "7"},         {"train.tile", "32"},
     {"train.batch", "3"},           {"train.learning_rate", "0.25"}, {"train.seed", "9"},
     {"train.warmup_steps", "5"},    {"parallel.dp", "2"},         {"parallel.pp", "2"},
-    {"parallel.sp", "3"},           {"parallel.micro_batches", "2"}, {"parallel.schedule", "gpipe"},
+    {"parallel.sp", "3"},           {"parallel.sp_mesh", "3x1"},  {"model.padding", "same"},
+    {"parallel.micro_batches", "2"}, {"parallel.schedule", "gpipe"},
     {"parallel.activation_checkpoint", "always"}, {"parallel.fusion_mib", "12.5"},
     {"parallel.scale_learning_rate", "true"}};
 

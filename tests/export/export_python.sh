@@ -3,13 +3,14 @@
 # PyTorch → `tessera import` → Tessera gives Python's logits; bad files fail cleanly.
 # Models: 2-D valid/batch-norm/transposed, 3-D valid/group-norm, 2-D same/instance/upsample,
 # each trained a few steps on generated sample data so that every tensor is non-trivial.
-# Usage: export_python.sh TESSERA MAKE_SAMPLE PYTHON_MODULE_DIR. Exit 77 (skip) without torch.
+# Usage: export_python.sh TESSERA MAKE_SAMPLE PYTHON_MODULE_DIR. Needs Debian's python3-torch
+# (scripts/setup.sh installs it): fails, naming the package, without it.
 set -uo pipefail
 T="$1"; GEN="$2"; export TESSERA_PYTHON="$3"
 PY=/usr/bin/python3  # Debian's python3-torch; the python3 on PATH may lack torch
 HERE="$(cd "$(dirname "$0")" && pwd)"
 if ! "$PY" -c 'import torch' 2>/dev/null; then
-  echo "skip: $PY cannot import torch (install Debian's python3-torch)"; exit 77
+  echo "FAIL: $PY cannot import torch: python3-torch missing (apt-get install python3-torch, or scripts/setup.sh)"; exit 1
 fi
 W="$(mktemp -d /tmp/tessera-export.XXXXXX)"
 trap 'rm -rf "$W"' EXIT

@@ -7,8 +7,10 @@
 #include <filesystem>
 
 #include <QElapsedTimer>
+#include <cpl_conv.h>
 #include <gdal.h>
 
+#include "fixtures.hpp"
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
 #include "tessera/core/colors.hpp"
@@ -174,15 +176,24 @@ TEST(RasterView, ReadoutShowsValueLabelAndMapCoordinateOfAKnownPixel) {
   EXPECT_TRUE(text.contains("lat 52.3")) << text.toStdString();
 }
 
+// The raster fixtures of tests/fixtures written into `folder`; GDAL's PAM setting (which the
+// fixture writer turns off) restored afterwards for the rest of this process.
+void write_raster_fixtures(const std::filesystem::path& folder) {
+  const std::string pam = CPLGetConfigOption("GDAL_PAM_ENABLED", "YES");
+  std::filesystem::create_directories(folder);
+  fixtures::make_raster_fixtures(folder);
+  CPLSetConfigOption("GDAL_PAM_ENABLED", pam.c_str());
+}
+
 TEST(RasterView, CorruptAndTruncatedFilesGiveAMessageNotACrash) {
   TempDir dir;
   const std::string good = dir.file("good.tif"), truncated = dir.file("truncated.tif");
   test::write_raster(good, 512, 512, 3, [](int b, int x, int y) { return uint8_t((x * 7 + y * 13 + b) % 251); });
   std::filesystem::copy_file(good, truncated);
   std::filesystem::resize_file(truncated, std::filesystem::file_size(good) / 3);
-  std::vector<std::string> bad = {truncated, dir.file("missing.tif")};
-  const std::string shared = std::string(TESSERA_SHARED_DATA) + "/geotiff/corrupt.tif";
-  if (std::filesystem::exists(shared)) bad.push_back(shared);
+  // corrupt_tile.tif opens and previews; its tile 3 (rows and columns 512-1023) is damaged.
+  write_raster_fixtures(dir.path / "fixtures");
+  const std::vector<std::string> bad = {truncated, dir.file("missing.tif"), dir.file("fixtures/corrupt_tile.tif")};
   for (const std::string& path : bad) {
     Viewer v;
     v.window.openImage(QString::fromStdString(path));

@@ -150,10 +150,13 @@ std::vector<int> balance_for(const Case& c, const LayerSequence& seq) {
 }
 
 // Runs `c` on the world as data × pipeline = (size / K) × K and checks it against one
-// process with the global batch. Returns false (skipped) when the world cannot hold K stages.
+// process with the global batch. A world that cannot hold K stages fails the test (false).
 bool expect_same_as_one_process(const Case& c) {
   Communicator& w = world();
-  if (w.size() % c.stages != 0) return false;
+  if (w.size() % c.stages != 0) {
+    ADD_FAILURE() << w.size() << " ranks cannot hold " << c.stages << " stages";
+    return false;
+  }
   ProcessGrid grid(w, GridShape().with_pipeline(c.stages));
   const int replicas = grid.shape().data;
   const UNetOptions o = tiny(c.norm);
@@ -301,13 +304,14 @@ TEST(Pipeline, GroupNormClassWeightsUnevenMicroBatches) {
         Case(2, 2, s).with_norm(Norm::kGroup).with_local_batch(3).with_class_weights({1.0, 2.0, 0.5}));
 }
 
+// Needs a multiple of 4 ranks: only in the -np 4 run (tests/CMakeLists.txt).
 TEST(Pipeline, GPipeFourStagesEqualsOneProcess) {
-  if (world().size() % 4 != 0) GTEST_SKIP() << "needs 4 ranks";
+  ASSERT_EQ(world().size() % 4, 0) << "needs a multiple of 4 ranks";
   for (int m : {1, 2, 4}) expect_same_as_one_process(Case(4, m, Schedule::kGPipe));
 }
 
 TEST(Pipeline, OneFOneBFourStagesEqualsOneProcess) {
-  if (world().size() % 4 != 0) GTEST_SKIP() << "needs 4 ranks";
+  ASSERT_EQ(world().size() % 4, 0) << "needs a multiple of 4 ranks";
   for (int m : {1, 2, 4}) expect_same_as_one_process(Case(4, m, Schedule::kOneFOneB));
   // The memory-aware balance and group norm cut elsewhere.
   expect_same_as_one_process(Case(4, 4, Schedule::kOneFOneB).with_norm(Norm::kGroup).with_memory_balance());
@@ -322,8 +326,9 @@ TEST(Pipeline, ActivationCheckpointingEqualsOneProcess) {
     }
 }
 
+// Exactly 4 ranks (2 replicas × 2 stages): only in the -np 4 run (tests/CMakeLists.txt).
 TEST(Pipeline, DataTimesPipelineTwoByTwoEqualsOneProcessWithTheGlobalBatch) {
-  if (world().size() != 4) GTEST_SKIP() << "needs 4 ranks";
+  ASSERT_EQ(world().size(), 4) << "needs 4 ranks";
   for (Schedule s : {Schedule::kGPipe, Schedule::kOneFOneB}) expect_same_as_one_process(Case(2, 2, s));
 }
 
@@ -358,7 +363,7 @@ Received received_per_sample(const LayerSequence& seq, const Partition& part, in
 TEST(Pipeline, SkipsGoStraightToTheirConsumer) {
   Communicator& w = world();
   const int K = w.size() >= 4 ? 4 : 2;
-  if (w.size() % K != 0) GTEST_SKIP() << "needs a multiple of " << K << " ranks";
+  ASSERT_EQ(w.size() % K, 0) << "needs a multiple of " << K << " ranks";
   ProcessGrid grid(w, GridShape().with_pipeline(K));
   const UNetOptions o = tiny(Norm::kNone);
   const int64_t side = small_side(o);
@@ -391,7 +396,7 @@ TEST(Pipeline, SkipsGoStraightToTheirConsumer) {
 TEST(Pipeline, ReceivedTensorsAreReleasedOnceTheirGradientIsSent) {
   Communicator& w = world();
   const int K = w.size() >= 4 ? 4 : 2;
-  if (w.size() % K != 0) GTEST_SKIP() << "needs a multiple of " << K << " ranks";
+  ASSERT_EQ(w.size() % K, 0) << "needs a multiple of " << K << " ranks";
   ProcessGrid grid(w, GridShape().with_pipeline(K));
   const UNetOptions o = tiny(Norm::kNone);
   const int64_t side = small_side(o);
@@ -425,7 +430,7 @@ TEST(Pipeline, ReceivedTensorsAreReleasedOnceTheirGradientIsSent) {
 // than the tolerance.
 TEST(Pipeline, ComparisonDetectsAMissingMicroBatch) {
   Communicator& w = world();
-  if (w.size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  ASSERT_EQ(w.size() % 2, 0) << "needs an even number of ranks";
   ProcessGrid grid(w, GridShape().with_pipeline(2));
   const UNetOptions o = tiny(Norm::kNone);
   const int64_t side = small_side(o);

@@ -5,16 +5,18 @@
 # cuts at tile seams), single-process and run-dir (VRT mosaic, and mpirun -np 2 when given)
 # outputs must agree — their label rasters pixel for pixel, then their polygons feature for
 # feature — and bad requests fail in one line before any inference.
-# Usage: vectorize_cli.sh TESSERA MAKE_SAMPLE [MPIEXEC]. Exit 77 (skip) without GDAL's Python.
+# Usage: vectorize_cli.sh TESSERA MAKE_SAMPLE [MPIEXEC]. Needs python3-gdal, python3-numpy and
+# gdal-bin (scripts/setup.sh installs them): fails, naming the missing package, without them.
 set -uo pipefail
 T="$1"; GEN="$2"; MPIEXEC="${3:-}"
 PY=/usr/bin/python3
-if ! [ -x "$PY" ] || ! "$PY" -c 'from osgeo import gdal, ogr; import numpy' 2>/dev/null; then
-  echo "SKIP: needs /usr/bin/python3 with GDAL's Python bindings and numpy (apt: python3-gdal python3-numpy)"; exit 77
-fi
-if ! command -v gdal_polygonize.py >/dev/null || ! command -v ogrinfo >/dev/null; then
-  echo "SKIP: needs gdal_polygonize.py and ogrinfo (apt: gdal-bin python3-gdal)"; exit 77
-fi
+# The first missing package, named with the install hint (exit 1).
+missing() { echo "FAIL: $1 missing (apt-get install $2, or scripts/setup.sh)"; exit 1; }
+[ -x "$PY" ] || missing "$PY" python3
+"$PY" -c 'from osgeo import gdal, ogr' 2>/dev/null || missing "$PY's osgeo (GDAL's Python bindings)" python3-gdal
+"$PY" -c 'import numpy' 2>/dev/null || missing "$PY's numpy" python3-numpy
+command -v ogrinfo >/dev/null || missing ogrinfo gdal-bin
+command -v gdal_polygonize.py >/dev/null || missing gdal_polygonize.py gdal-bin
 W="$(mktemp -d /tmp/tessera-vectorize.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
 failures=0; checks=0
@@ -193,7 +195,7 @@ expect_clean_failure "unknown vector extension" "out.kml" "$W/nolabels1.tif" \
   "$T" infer --model unet-tiny --init random --classes 4 --input "$S" --output "$W/nolabels1.tif" --vectorize "$W/out.kml"
 expect_clean_failure "negative --min-area" "min-area" "$W/nolabels2.tif" \
   "$T" infer --model unet-tiny --init random --classes 4 --input "$S" --output "$W/nolabels2.tif" --vectorize "$W/x.gpkg" --min-area -3
-expect_clean_failure "--probabilities with --run-dir" "single process" "$W/nolabels3.tif" \
+expect_clean_failure "--probabilities with --run-dir" "not with --run-dir" "$W/nolabels3.tif" \
   "$T" infer --model unet-tiny --init random --classes 4 --input "$S" --output "$W/nolabels3.tif" --run-dir "$W/r3" --probabilities "$W/p3.tif"
 "$GEN" --out "$W/ct" --ct-size 32 --only ct >/dev/null || fail "CT generator"
 expect_clean_failure "--vectorize on a volume" "needs a 2-D raster" "$W/ctlabels.nii.gz" \

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -25,6 +26,14 @@ ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_
 }
 
 torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
+  if (const Decomposition* d = active_decomposition(); d && !transposed_ && weight_.size(2) > 1) {
+    // Split across ranks: the neighbours' edges (zeros at the image border) replace the padding.
+    if (padding_ == 0 || stride_ != 1)
+      throw Error("a " + std::to_string(weight_.size(2)) + "^" + std::to_string(dims_) +
+                  " convolution without `same` padding cannot be split across ranks: use --padding same");
+    const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
+    return torch::convolution(d->halo(x, padding_), weight_, bias_, one, zero, one, false, zero, 1);
+  }
   const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
   if (!transposed_ || weight_.size(2) != stride_ || padding_ != 0)
     return torch::convolution(x, weight_, bias_, stride, pad, dil, transposed_, outpad, 1);
@@ -109,7 +118,95 @@ torch::Tensor NormNdImpl::synchronised_forward(const torch::Tensor& x) {
   return (x - mean.view(shape)) * torch::rsqrt(var.view(shape) + 1e-5) * weight_.view(shape) + bias_.view(shape);
 }
 
+namespace {
+
+// Normalisation of a decomposed image as one autograd function, so backward keeps what one
+// process's group/batch norm keeps (the input, the mean and 1/σ per group) instead of every
+// intermediate. Statistics over the whole image (group/instance norm: per sample and group;
+// batch norm: per channel over the whole batch), two passes: the global mean, then the
+// global sum of squared deviations from it (no cancellation as in E[x²] − E[x]²). Backward:
+//   x̂ = (x − μ)/σ,  ĝ = g·w,  dx = (ĝ − Σĝ/n − x̂ Σ(ĝ x̂)/n)/σ   (sums global, as in forward),
+//   dw = Σ g x̂, db = Σ g over this rank's block (the trainer sums weight gradients over ranks).
+struct DecomposedNormFunction : torch::autograd::Function<DecomposedNormFunction> {
+  // Batch norm: (1, C, N·block) reduced over dim 2; group norm: (N, G, C/G·block) likewise.
+  static torch::Tensor grouped(const torch::Tensor& x, bool batch, int64_t groups) {
+    return batch ? x.transpose(0, 1).reshape({1, x.size(1), -1}) : x.reshape({x.size(0), groups, -1});
+  }
+  static torch::Tensor ungrouped(const torch::Tensor& y, const torch::Tensor& like, bool batch) {
+    return batch ? y.view({like.size(1), like.size(0), -1}).transpose(0, 1).reshape(like.sizes()) : y.view(like.sizes());
+  }
+  static torch::Tensor global_sum(const Decomposition& d, bool batch, const torch::Tensor& t) {
+    return batch ? d.batch_sum(t) : d.image_sum(t);
+  }
+  static std::vector<int64_t> channel_shape(const torch::Tensor& x) {
+    std::vector<int64_t> shape(x.dim(), 1);
+    shape[1] = x.size(1);
+    return shape;
+  }
+
+  // Returns y; `stats` receives (mean, var, n) for the running statistics.
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& bias, const Decomposition* d, bool batch, int64_t groups,
+                               std::vector<torch::Tensor>* stats) {
+    const torch::Tensor g = grouped(x, batch, groups);
+    const double n = global_sum(*d, batch, torch::full({1}, static_cast<double>(g.size(2)), torch::kFloat64))
+                         .item<double>();
+    const torch::Tensor mean = global_sum(*d, batch, g.sum(2, /*keepdim=*/true)) / n;
+    const torch::Tensor var = global_sum(*d, batch, (g - mean).square_().sum(2, /*keepdim=*/true)) / n;
+    const torch::Tensor rstd = torch::rsqrt(var + 1e-5);
+    *stats = {mean, var, torch::full({1}, n, torch::kFloat64)};
+    ctx->save_for_backward({x, weight, mean, rstd});
+    ctx->saved_data["d"] = reinterpret_cast<int64_t>(d);
+    ctx->saved_data["batch"] = batch;
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["n"] = n;
+    const torch::Tensor xhat = ungrouped((g - mean).mul_(rstd), x, batch);
+    // A new tensor, not a view of x̂ (the caller's in-place ReLU may modify it).
+    return xhat.mul(weight.view(channel_shape(x))).add_(bias.view(channel_shape(x)));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const auto* d = reinterpret_cast<const Decomposition*>(ctx->saved_data["d"].toInt());
+    const bool batch = ctx->saved_data["batch"].toBool();
+    const int64_t groups = ctx->saved_data["groups"].toInt();
+    const double n = ctx->saved_data["n"].toDouble();
+    const torch::Tensor g = grads[0].contiguous();
+    const torch::Tensor xhat_g = (grouped(x, batch, groups) - mean).mul_(rstd);
+    const torch::Tensor xhat = ungrouped(xhat_g, x, batch);
+    std::vector<int64_t> not_channel{0};
+    for (int64_t a = 2; a < x.dim(); ++a) not_channel.push_back(a);
+    const torch::Tensor dweight = (g * xhat).sum(not_channel);
+    const torch::Tensor dbias = g.sum(not_channel);
+    const torch::Tensor ghat = grouped(g * weight.view(channel_shape(x)), batch, groups);
+    const torch::Tensor s1 = global_sum(*d, batch, ghat.sum(2, /*keepdim=*/true)) / n;
+    const torch::Tensor s2 = global_sum(*d, batch, (ghat * xhat_g).sum(2, /*keepdim=*/true)) / n;
+    const torch::Tensor dx = ungrouped((ghat - s1 - xhat_g * s2).mul_(rstd), x, batch);
+    return {dx, dweight, dbias, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor NormNdImpl::decomposed_forward(const torch::Tensor& x, const Decomposition& d) {
+  const bool batch = kind_ == Norm::kBatch;
+  std::vector<torch::Tensor> stats;
+  torch::Tensor y = DecomposedNormFunction::apply(x, weight_, bias_, &d, batch, groups_, &stats);
+  if (batch) {
+    torch::NoGradGuard no_grad;
+    const int64_t c = x.size(1);
+    const double n = stats[2].item<double>();
+    running_mean_.mul_(0.9).add_(stats[0].view({c}), 0.1);
+    running_var_.mul_(0.9).add_(stats[1].view({c}) * (n / std::max(n - 1.0, 1.0)), 0.1);
+  }
+  return y;
+}
+
 torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
+  if (const Decomposition* d = active_decomposition(); d && (kind_ != Norm::kBatch || is_training()))
+    return decomposed_forward(x, *d);
   if (kind_ == Norm::kBatch && sync_ && is_training()) return synchronised_forward(x);
   if (kind_ == Norm::kBatch)
     return torch::batch_norm(x, weight_, bias_, running_mean_, running_var_, is_training(), 0.1, 1e-5,

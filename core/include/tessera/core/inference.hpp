@@ -3,6 +3,8 @@
 // Memory is bounded by the tile and the batch, never by the image. For `valid` networks
 // the stitched result equals the network applied to the whole reflect-padded image
 // (DESIGN.md, "Exact tiling"); for `same` networks each tile crops its receptive-field halo.
+// How a batch goes through the network is the caller's (InferenceOptions::forward): spatial-
+// parallel inference runs each tile split over ranks (cli/cmd_infer.cpp) through this same loop.
 #include <cstdint>
 #include <functional>
 
@@ -14,16 +16,24 @@
 
 namespace tessera {
 
+/// Runs `net` on a batch of input windows (B, C, input sides...) and returns its logits
+/// (B, classes, sides...) for the whole windows: what net->forward(input) returns. Called on
+/// the thread that called for_each_tile, in inference mode (c10::InferenceMode), once per batch,
+/// in tile order; every rank that shares a forward (collectives inside) sees the same batches.
+using ForwardRunner = std::function<torch::Tensor(UNet& net, const torch::Tensor& input)>;
+
 struct InferenceOptions {
   int64_t tile = 512;     ///< inset side S; a multiple of the model's alignment 2^(L-1), clamped per
                           ///< axis to the image (tile_grid.hpp); `tessera infer` picks it (tile_choice.hpp)
   int batch = 1;          ///< tiles per forward pass
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
+  ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
 
   InferenceOptions& with_tile(int64_t v) { tile = v; return *this; }
   InferenceOptions& with_batch(int v) { batch = v; return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
+  InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 
   /// Throws tessera::Error naming the bad field, e.g. a tile not on the pooling grid.
   void validate(const UNetOptions& model) const;

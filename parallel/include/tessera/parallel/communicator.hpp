@@ -55,6 +55,10 @@ class Communicator {
   virtual void send(const torch::Tensor& t, int destination, int tag = 0) = 0;
   /// Receives into `t`, which has the sender's shape and dtype.
   virtual void recv(torch::Tensor& t, int source, int tag = 0) = 0;
+  /// Sends `out` to `destination` and receives into `in` from `source` at the same time:
+  /// both are posted before either is waited for, so neighbours that all send and receive at
+  /// once (a halo exchange along a line) cannot deadlock. -1 skips that side.
+  virtual void sendrecv(const torch::Tensor& out, int destination, torch::Tensor& in, int source, int tag = 0) = 0;
   virtual void barrier() = 0;
   /// Collective: ranks with the same `color` form a new group, ordered by `key`.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;

@@ -169,6 +169,65 @@ Partition balance(BalanceStrategy strategy, const LayerSequence& seq, int stages
 std::vector<double> predicted_layer_seconds(const LayerSequence& seq, double device_flops,
                                             double memory_bytes_per_second, bool training);
 
+/// Spatial parallelism of one tile (parallel/spatial.hpp): the network's input split into
+/// blocks, `parts[a]` along spatial axis a, one block per rank, every rank running the whole
+/// network on its block. Model of what one step costs each rank:
+///   memory (training): parameters, gradients and Adam's moments replicated (16 B per
+///     parameter) + stage_bytes() of the network on the LARGEST block (its layer sequence,
+///     per-axis sides), changed where the decomposed layers keep other tensors than the
+///     one-process ones (unet_blocks.cpp under a DecompositionScope):
+///       - every K > 1 convolution keeps its halo-padded input (block + (K − 1)/2 on both
+///         sides of every axis) for backward; when its input is a pooling's or a
+///         concatenation's output, which nothing else keeps, that copy replaces it, after a
+///         ReLU (which keeps its result) or the network input it comes in addition;
+///       - a normalisation keeps two tensors of its input's size (the centred input and the
+///         normalised one: statistics over the whole image are summed across ranks, so it is
+///         composed of differentiable steps) instead of its input.
+///     Inference: the weights + the block's largest working set.
+///   halo bytes: per K > 1 convolution, what halo_send_bytes() gives for that rank's block of
+///     the layer's input (block extents scale with the layer's side: blocks start on
+///     multiples of 2^(L−1)), its input channels × `micro_batch` samples, width (K − 1)/2,
+///     float32; backward sends the same again (training), except for the first convolution,
+///     whose input (the network's) needs no gradient.
+///   halo time: α-β for the busiest rank, one message per neighbour, axis and exchange.
+/// `same` padding only (a `valid` network cannot be split: tessera::Error naming --padding same).
+struct SpatialPlanOptions {
+  int micro_batch = 1;                  ///< samples per forward (N)
+  bool training = true;
+  double latency_seconds = 20e-6;       ///< α per message
+  double bytes_per_second = 1e9;        ///< β: point-to-point bandwidth between neighbours
+
+  SpatialPlanOptions& with_micro_batch(int n) { micro_batch = n; return *this; }
+  SpatialPlanOptions& with_training(bool t) { training = t; return *this; }
+  SpatialPlanOptions& with_latency_seconds(double s) { latency_seconds = s; return *this; }
+  SpatialPlanOptions& with_bytes_per_second(double b) { bytes_per_second = b; return *this; }
+  /// Throws tessera::Error naming the first bad field.
+  void validate() const;
+};
+
+struct SpatialPlan {
+  std::vector<int> parts;                 ///< blocks per spatial axis (the mesh)
+  std::vector<int64_t> largest_block;     ///< input extent per axis of the largest block
+  int64_t state_bytes = 0;                ///< replicated: parameters (+ gradients + Adam moments)
+  int64_t activation_bytes = 0;           ///< the largest block's share, decomposition terms included
+  int64_t bytes = 0;                      ///< per rank: state + activations (baseline excluded)
+  std::vector<int64_t> layer_halo_bytes;  ///< per layer: bytes all ranks send in one step (0: no exchange)
+  std::vector<int64_t> rank_halo_bytes;   ///< per spatial rank: bytes it sends in one step
+  int64_t halo_bytes = 0;                 ///< Σ over ranks and layers per step
+  int exchanges = 0;                      ///< halo exchanges per step (forward + backward)
+  double halo_seconds = 0;                ///< α-β time of the busiest rank's exchanges per step
+};
+
+/// The spatial model above for the network `seq` (its input side is the whole tile's, a
+/// cube) split by `parts` (one entry per spatial axis). Throws tessera::Error when the
+/// model is `valid`, or when a side cannot be split into `parts` blocks aligned to 2^(L−1)
+/// (the message of block_offsets(), naming the axis).
+SpatialPlan spatial_plan(const LayerSequence& seq, const std::vector<int>& parts, const SpatialPlanOptions& o = {});
+
+/// The meshes `spatial_plan` is asked about for P ranks in `dims` axes: the 1-D split
+/// {P, 1, …} and, when P factors, the most nearly cubic one (2 × 2 for 4, 2 × 2 × 2 for 8).
+std::vector<std::vector<int>> spatial_meshes(int ranks, int dims);
+
 /// What the planner is asked. Image extent per axis (y, x) or (z, y, x) in pixels/voxels.
 struct PlanOptions {
   UNetOptions model;
@@ -193,6 +252,13 @@ struct PlanOptions {
   int max_tile_candidates = 96;              ///< aligned insets T tried (geometric subset if more)
   LayerMemoryCalibration memory_calibration;  ///< measured per-layer extras (empty: the model alone)
   LayerTimeCalibration time_calibration;      ///< measured per-layer training times (empty: FLOP model)
+  /// The tile inset every step must see whole (context the task needs); unset: the planner
+  /// chooses T. A multiple of the alignment 2^(L−1).
+  std::optional<int64_t> tile_inset;
+  /// Spatial parallelism (sp): a tile split over sp ranks (spatial_plan), considered for
+  /// `same`-padding networks beside pipeline stages; pp × sp is not searched.
+  bool consider_spatial = true;
+  double message_latency_seconds = 20e-6;    ///< α of one halo message (β: allreduce_bytes_per_second)
 
   PlanOptions(UNetOptions model_, Index image_, int devices_, int64_t device_memory_bytes_)
       : model(std::move(model_)), image(std::move(image_)), devices(devices_),
@@ -208,6 +274,9 @@ struct PlanOptions {
   PlanOptions& with_max_micro_batches(int m) { max_micro_batches = m; return *this; }
   PlanOptions& with_memory_calibration(LayerMemoryCalibration c) { memory_calibration = std::move(c); return *this; }
   PlanOptions& with_time_calibration(LayerTimeCalibration c) { time_calibration = std::move(c); return *this; }
+  PlanOptions& with_tile_inset(int64_t t) { tile_inset = t; return *this; }
+  PlanOptions& with_consider_spatial(bool v) { consider_spatial = v; return *this; }
+  PlanOptions& with_message_latency_seconds(double s) { message_latency_seconds = s; return *this; }
 
   /// Throws tessera::Error naming the first bad field.
   void validate() const;
@@ -228,8 +297,12 @@ struct Layout {
   int micro_batches = 0;          ///< M (one tile each)
   PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
   ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
-  int data_parallel = 0;          ///< dp: pipeline replicas
-  int devices_used = 0;           ///< dp × K
+  int data_parallel = 0;          ///< dp: pipeline (or spatial) replicas
+  int devices_used = 0;           ///< dp × K × sp
+  int spatial = 1;                ///< sp: ranks sharing one tile (1: none); then K = 1
+  std::vector<int> spatial_mesh;  ///< blocks per axis (y, x) or (z, y, x); empty when sp = 1
+  int64_t halo_bytes_per_step = 0;  ///< Σ over the sp ranks of one replica, forward + backward
+  double halo_seconds = 0;        ///< α-β time of the busiest rank's exchanges per step
   std::vector<int64_t> stage_memory_bytes;  ///< predicted peak per stage device (baseline included)
   int64_t peak_memory_bytes = 0;  ///< max of stage_memory_bytes
   std::vector<double> stage_seconds;        ///< per micro-batch, forward (+ backward when training)
@@ -241,8 +314,11 @@ struct Layout {
   std::vector<std::string> reasons;  ///< which limits bind, one sentence each
 };
 
-/// Searches T over aligned insets, K = 1 …, M in {1, 2, 4, …} with the memory-aware
-/// balance, dp = min(⌊devices / K⌋, ⌈tiles / M⌉), and returns the layout with the least
+/// Searches T over aligned insets (or the one asked), K = 1 …, M in {1, 2, 4, …} with the
+/// memory-aware balance, dp = min(⌊devices / K⌋, ⌈tiles / M⌉), and for `same` networks also
+/// sp = 2, 4, 8, … and `devices` (spatial_meshes; K = 1, dp = min(⌊devices / sp⌋, tiles), step = the
+/// largest block's share of the tile time + halo time + gradient allreduce over sp × dp
+/// ranks), and returns the layout with the least
 /// predicted pass time whose every stage fits device memory (ties: fewer devices, less
 /// memory). Throws tessera::Error naming `device_memory` when nothing fits, with the least
 /// memory any candidate needs.

@@ -20,8 +20,11 @@
 
 namespace tessera {
 
+class Decomposition;  // decomposition.hpp
+
 /// A convolution whose dimension is a runtime field; optionally transposed. Weights are
 /// Kaiming normal (fan-in of the forward convolution) from the current torch seed, bias 0.
+/// Under a DecompositionScope a K > 1 convolution exchanges halos instead of padding.
 class ConvNdImpl : public torch::nn::Module {
  public:
   ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
@@ -41,6 +44,7 @@ TORCH_MODULE(ConvNd);
 using ReplicaSum = std::function<void(torch::Tensor&)>;
 
 /// Batch, group (8 groups or fewer) or instance normalisation over a runtime dimension.
+/// Under a DecompositionScope (decomposition.hpp) the statistics span the whole image.
 /// Parameters weight, bias; batch norm also the buffers running_mean, running_var.
 class NormNdImpl : public torch::nn::Module {
  public:
@@ -52,6 +56,7 @@ class NormNdImpl : public torch::nn::Module {
 
  private:
   torch::Tensor synchronised_forward(const torch::Tensor& x);
+  torch::Tensor decomposed_forward(const torch::Tensor& x, const Decomposition& d);
   ReplicaSum sync_;
   Norm kind_;
   int64_t groups_;

@@ -1,0 +1,291 @@
+#include "tessera/parallel/spatial.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera::parallel {
+namespace {
+
+constexpr int kForwardTag = 7100, kBackwardTag = 7200;
+
+int64_t product(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
+}
+
+// y = x exchanged across ranks; backward: the adjoint exchange of the gradient.
+struct HaloFunction : torch::autograd::Function<HaloFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const SpatialDecomposition* d, int64_t width) {
+    ctx->saved_data["d"] = reinterpret_cast<int64_t>(d);
+    ctx->saved_data["width"] = width;
+    return d->exchange(x.detach(), width);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* d = reinterpret_cast<const SpatialDecomposition*>(ctx->saved_data["d"].toInt());
+    return {d->exchange_adjoint(grads[0], ctx->saved_data["width"].toInt()), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// y = Σ over `groups` of x (one group after the other); backward: the same sum of the gradients.
+struct GroupSumFunction : torch::autograd::Function<GroupSumFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const std::vector<Communicator*>* groups) {
+    ctx->saved_data["groups"] = reinterpret_cast<int64_t>(groups);
+    return sum_over(x.detach(), *groups);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* groups = reinterpret_cast<const std::vector<Communicator*>*>(ctx->saved_data["groups"].toInt());
+    return {sum_over(grads[0], *groups), torch::Tensor()};
+  }
+  static torch::Tensor sum_over(const torch::Tensor& x, const std::vector<Communicator*>& groups) {
+    torch::Tensor y = x.contiguous().clone();
+    for (Communicator* g : groups)
+      if (g->size() > 1) g->allreduce(y, ReduceOp::kSum);
+    return y;
+  }
+};
+
+}  // namespace
+
+SpatialMesh SpatialMesh::along_first_axis(int ranks, int dims) {
+  SpatialMesh m;
+  m.parts.assign(static_cast<size_t>(std::max(dims, 1)), 1);
+  m.parts[0] = ranks;
+  return m;
+}
+
+SpatialMesh SpatialMesh::parse(const std::string& text, int dims, const std::string& flag) {
+  SpatialMesh m;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, 'x')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != part.size() || v < 1)
+      throw Error(flag + " " + text + ": expected blocks per axis such as 4, 2x2 or 2x2x1");
+    m.parts.push_back(v);
+  }
+  if (m.parts.empty() || static_cast<int>(m.parts.size()) > dims)
+    throw Error(flag + " " + text + ": " + std::to_string(m.parts.size()) + " axes for a " + std::to_string(dims) +
+                "-D model");
+  m.parts.resize(static_cast<size_t>(dims), 1);
+  return m;
+}
+
+int SpatialMesh::size() const { return std::accumulate(parts.begin(), parts.end(), 1, std::multiplies<>()); }
+
+std::vector<int> SpatialMesh::coordinates(int rank) const {
+  std::vector<int> c(parts.size());
+  for (int a = dims() - 1; a >= 0; --a) {
+    c[size_t(a)] = rank % parts[size_t(a)];
+    rank /= parts[size_t(a)];
+  }
+  return c;
+}
+
+int SpatialMesh::rank_of(const std::vector<int>& coords) const {
+  int r = 0;
+  for (int a = 0; a < dims(); ++a) {
+    if (coords[size_t(a)] < 0 || coords[size_t(a)] >= parts[size_t(a)]) return -1;
+    r = r * parts[size_t(a)] + coords[size_t(a)];
+  }
+  return r;
+}
+
+std::string SpatialMesh::describe() const {
+  std::string s;
+  for (size_t a = 0; a < parts.size(); ++a) s += (a ? " × " : "") + std::to_string(parts[a]);
+  return s;
+}
+
+std::vector<int64_t> block_offsets(int64_t side, int parts, int64_t alignment, const std::string& what) {
+  if (alignment < 1 || side % alignment != 0)
+    throw Error(what + ": side " + std::to_string(side) + " is not a multiple of " + std::to_string(alignment) +
+                " (every block must start on a multiple of the network's pooling factor)");
+  const int64_t units = side / alignment;
+  if (units < parts)
+    throw Error(what + ": side " + std::to_string(side) + " cannot be split into " + std::to_string(parts) +
+                " blocks of at least " + std::to_string(alignment) + " (use fewer spatial ranks on this axis)");
+  std::vector<int64_t> offsets{0};
+  for (int p = 0; p < parts; ++p) offsets.push_back(offsets.back() + (units / parts + (p < units % parts)) * alignment);
+  return offsets;
+}
+
+int64_t halo_send_bytes(const SpatialMesh& mesh, const std::vector<int>& coords, const std::vector<int64_t>& extent,
+                        int64_t leading, int64_t width, int64_t element_bytes) {
+  int64_t bytes = 0;
+  std::vector<int64_t> sides = extent;
+  for (int a = 0; a < mesh.dims(); ++a) {
+    if (mesh.parts[size_t(a)] > 1) {
+      const int neighbours = (coords[size_t(a)] > 0) + (coords[size_t(a)] < mesh.parts[size_t(a)] - 1);
+      std::vector<int64_t> slab = sides;
+      slab[size_t(a)] = width;
+      bytes += neighbours * product(slab) * leading * element_bytes;
+    }
+    sides[size_t(a)] += 2 * width;  // the next axis sends slabs that include this axis' halos
+  }
+  return bytes;
+}
+
+SpatialDecomposition::SpatialDecomposition(Communicator& spatial, SpatialMesh mesh, Communicator* replicas)
+    : spatial_(spatial), mesh_(std::move(mesh)), replicas_(replicas) {
+  if (mesh_.size() != spatial_.size())
+    throw Error("--sp-mesh " + mesh_.describe() + " has " + std::to_string(mesh_.size()) + " blocks, but --sp is " +
+                std::to_string(spatial_.size()));
+  coords_ = mesh_.coordinates(spatial_.rank());
+  image_groups_ = {&spatial_};
+  batch_groups_ = {&spatial_};
+  if (replicas_ != nullptr) batch_groups_.push_back(replicas_);
+}
+
+Block SpatialDecomposition::block(const std::vector<int64_t>& sides, int64_t alignment, int rank) const {
+  if (static_cast<int>(sides.size()) != mesh_.dims())
+    throw Error("spatial: a " + std::to_string(sides.size()) + "-D image on a " + std::to_string(mesh_.dims()) +
+                "-D mesh");
+  const std::vector<int> c = mesh_.coordinates(rank);
+  Block b;
+  for (int a = 0; a < mesh_.dims(); ++a) {
+    const auto offsets =
+        block_offsets(sides[size_t(a)], mesh_.parts[size_t(a)], alignment, "spatial axis " + std::to_string(a));
+    b.begin.push_back(offsets[size_t(c[size_t(a)])]);
+    b.extent.push_back(offsets[size_t(c[size_t(a)]) + 1] - offsets[size_t(c[size_t(a)])]);
+  }
+  return b;
+}
+
+void SpatialDecomposition::check_halo_fits(const std::vector<int64_t>& sides, int64_t alignment,
+                                           int64_t halo) const {
+  for (int r = 0; r < mesh_.size(); ++r) {
+    const Block b = block(sides, alignment, r);
+    for (int a = 0; a < mesh_.dims(); ++a)
+      if (mesh_.parts[size_t(a)] > 1 && b.extent[size_t(a)] / alignment < halo)
+        throw Error("spatial axis " + std::to_string(a) + ": side " + std::to_string(sides[size_t(a)]) + " over " +
+                    std::to_string(mesh_.parts[size_t(a)]) + " blocks leaves a block of " +
+                    std::to_string(b.extent[size_t(a)]) + ", thinner than the halo of " + std::to_string(halo) +
+                    " at the deepest level (use fewer spatial ranks or a larger tile)");
+  }
+}
+
+torch::Tensor SpatialDecomposition::scatter(const torch::Tensor& image, int first_axis, int64_t alignment) const {
+  std::vector<int64_t> sides;
+  for (int64_t d = first_axis; d < image.dim(); ++d) sides.push_back(image.size(d));
+  const Block b = block(sides, alignment);
+  torch::Tensor out = image;
+  for (int a = 0; a < mesh_.dims(); ++a) out = out.narrow(first_axis + a, b.begin[size_t(a)], b.extent[size_t(a)]);
+  return out;
+}
+
+torch::Tensor SpatialDecomposition::gather(const torch::Tensor& block_tensor, const std::vector<int64_t>& sides,
+                                           int first_axis, int64_t alignment) const {
+  // Every block padded to the largest block, gathered at once, then cut into place.
+  std::vector<int64_t> largest(sides.size(), 0);
+  for (int r = 0; r < mesh_.size(); ++r) {
+    const Block b = block(sides, alignment, r);
+    for (size_t a = 0; a < sides.size(); ++a) largest[a] = std::max(largest[a], b.extent[a]);
+  }
+  std::vector<int64_t> padded_shape = block_tensor.sizes().vec();
+  for (size_t a = 0; a < sides.size(); ++a) padded_shape[size_t(first_axis) + a] = largest[a];
+  torch::Tensor padded = torch::zeros(padded_shape, block_tensor.options());
+  torch::Tensor place = padded;
+  for (int a = 0; a < mesh_.dims(); ++a) place = place.narrow(first_axis + a, 0, block_tensor.size(first_axis + a));
+  place.copy_(block_tensor);
+  const torch::Tensor all = spatial_.allgather(padded);
+  std::vector<int64_t> shape = block_tensor.sizes().vec();
+  for (size_t a = 0; a < sides.size(); ++a) shape[size_t(first_axis) + a] = sides[a];
+  torch::Tensor image = torch::empty(shape, block_tensor.options());
+  for (int r = 0; r < mesh_.size(); ++r) {
+    const Block b = block(sides, alignment, r);
+    torch::Tensor from = all[r], to = image;
+    for (int a = 0; a < mesh_.dims(); ++a) {
+      from = from.narrow(first_axis + a, 0, b.extent[size_t(a)]);
+      to = to.narrow(first_axis + a, b.begin[size_t(a)], b.extent[size_t(a)]);
+    }
+    to.copy_(from);
+  }
+  return image;
+}
+
+int SpatialDecomposition::neighbour(int axis, int step) const {
+  std::vector<int> c = coords_;
+  c[size_t(axis)] += step;
+  return mesh_.rank_of(c);
+}
+
+torch::Tensor SpatialDecomposition::exchange(const torch::Tensor& x, int64_t width) const {
+  if (x.dim() != mesh_.dims() + 2)
+    throw Error("spatial: halo exchange of a " + std::to_string(x.dim() - 2) + "-D tensor on a " +
+                std::to_string(mesh_.dims()) + "-D mesh");
+  torch::Tensor y = x.contiguous();
+  for (int a = 0; a < mesh_.dims(); ++a) {
+    const int64_t dim = 2 + a, n = y.size(dim);
+    std::vector<int64_t> shape = y.sizes().vec();
+    shape[size_t(dim)] = n + 2 * width;
+    torch::Tensor out = torch::zeros(shape, y.options());
+    out.narrow(dim, width, n).copy_(y);
+    if (mesh_.parts[size_t(a)] > 1) {
+      if (n < width)
+        throw Error("spatial: a block of " + std::to_string(n) + " along axis " + std::to_string(a) +
+                    " is thinner than the halo of " + std::to_string(width) + " (use fewer spatial ranks)");
+      const int left = neighbour(a, -1), right = neighbour(a, +1);
+      shape[size_t(dim)] = width;
+      torch::Tensor from_left = torch::empty(shape, y.options()), from_right = torch::empty(shape, y.options());
+      const torch::Tensor last = y.narrow(dim, n - width, width).contiguous();
+      const torch::Tensor first = y.narrow(dim, 0, width).contiguous();
+      spatial_.sendrecv(last, right, from_left, left, kForwardTag + 2 * a);
+      spatial_.sendrecv(first, left, from_right, right, kForwardTag + 2 * a + 1);
+      if (left >= 0) out.narrow(dim, 0, width).copy_(from_left);
+      if (right >= 0) out.narrow(dim, n + width, width).copy_(from_right);
+      bytes_forward_ += ((left >= 0) + (right >= 0)) * last.numel() * last.element_size();
+    }
+    y = out;
+  }
+  return y;
+}
+
+torch::Tensor SpatialDecomposition::exchange_adjoint(const torch::Tensor& padded, int64_t width) const {
+  torch::Tensor g = padded.contiguous();
+  for (int a = mesh_.dims() - 1; a >= 0; --a) {
+    const int64_t dim = 2 + a, n = g.size(dim) - 2 * width;
+    torch::Tensor inner = g.narrow(dim, width, n).clone();
+    if (mesh_.parts[size_t(a)] > 1) {
+      const int left = neighbour(a, -1), right = neighbour(a, +1);
+      // My left halo is my left neighbour's last slices: its gradient goes back there.
+      const torch::Tensor to_left = g.narrow(dim, 0, width).contiguous();
+      const torch::Tensor to_right = g.narrow(dim, n + width, width).contiguous();
+      torch::Tensor from_left = torch::empty_like(to_left), from_right = torch::empty_like(to_right);
+      spatial_.sendrecv(to_right, right, from_left, left, kBackwardTag + 2 * a);
+      spatial_.sendrecv(to_left, left, from_right, right, kBackwardTag + 2 * a + 1);
+      if (left >= 0) inner.narrow(dim, 0, width).add_(from_left);
+      if (right >= 0) inner.narrow(dim, n - width, width).add_(from_right);
+      bytes_backward_ += ((left >= 0) + (right >= 0)) * to_left.numel() * to_left.element_size();
+    }
+    g = inner;
+  }
+  return g;
+}
+
+torch::Tensor SpatialDecomposition::halo(const torch::Tensor& x, int64_t width) const {
+  return HaloFunction::apply(x, this, width);
+}
+
+torch::Tensor SpatialDecomposition::image_sum(const torch::Tensor& x) const {
+  return GroupSumFunction::apply(x, &image_groups_);
+}
+
+torch::Tensor SpatialDecomposition::batch_sum(const torch::Tensor& x) const {
+  return GroupSumFunction::apply(x, &batch_groups_);
+}
+
+}  // namespace tessera::parallel
