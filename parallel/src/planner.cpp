@@ -340,20 +340,27 @@ std::vector<int64_t> layer_block(const LayerSequence& seq, const Layer& l, const
 
 bool has_halo(const LayerSequence& seq, const Layer& l) { return l.kind == LayerKind::kConv && seq.options.kernel > 1; }
 
-// What the decomposed layers keep instead of the one-process ones (spatial_plan's contract),
-// applied to the layer sequence `block` of the largest block (`sides` per axis) of `seq`.
-void add_decomposition_terms(const LayerSequence& seq, const std::vector<int64_t>& sides, LayerSequence& block) {
+// What the decomposed layers keep beyond the one-process ones (spatial_plan's contract),
+// applied to the layer sequence `block` of the largest block (`sides` per axis) of `seq`:
+// a K > 1 convolution keeps its unpadded input, as one process does, plus the halo slabs it
+// received (two per split axis, an interior block's worst case), from which backward
+// rebuilds the padded input.
+void add_decomposition_terms(const LayerSequence& seq, const std::vector<int>& parts, const std::vector<int64_t>& sides,
+                             LayerSequence& block) {
   const int64_t width = (seq.options.kernel - 1) / 2;
   for (size_t i = 0; i < block.layers.size(); ++i) {
-    Layer& l = block.layers[i];
     if (!has_halo(seq, seq.layers[i])) continue;
-    std::vector<int64_t> padded = layer_block(seq, seq.layers[i], sides);
-    for (int64_t& e : padded) e += 2 * width;
-    l.saved_bytes += l.in_channels * product(padded) * kFloatBytes;
-    if (i == 0) continue;
-    Layer& before = block.layers[i - 1];  // a pooling's or concatenation's output: the copy replaces it
-    if (before.kind == LayerKind::kPool || before.kind == LayerKind::kConcat)
-      before.saved_bytes -= before.out_elements * kFloatBytes;
+    std::vector<int64_t> extent = layer_block(seq, seq.layers[i], sides);
+    int64_t slabs = 0;
+    for (size_t a = 0; a < extent.size(); ++a) {
+      if (parts[a] > 1) {
+        std::vector<int64_t> slab = extent;
+        slab[a] = width;
+        slabs += 2 * product(slab);
+      }
+      extent[a] += 2 * width;  // later axes' slabs include this axis' halos
+    }
+    block.layers[i].saved_bytes += block.layers[i].in_channels * slabs * kFloatBytes;
   }
 }
 
@@ -385,7 +392,7 @@ SpatialPlan spatial_plan(const LayerSequence& seq, const std::vector<int>& parts
   }
   // Memory: the layer model on the largest block, with what decomposition changes.
   LayerSequence block = box_layer_sequence(model, p.largest_block);
-  add_decomposition_terms(seq, p.largest_block, block);
+  add_decomposition_terms(seq, parts, p.largest_block, block);
   for (const Layer& l : seq.layers) p.state_bytes += layer_bytes(l, 0, o.training);  // activations: none at 0 samples
   const auto mo = StageMemoryOptions{}.with_training(o.training);
   const int64_t one_sample = stage_bytes(block, 0, block.size() - 1, 1, mo) - p.state_bytes;

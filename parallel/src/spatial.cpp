@@ -32,6 +32,44 @@ struct HaloFunction : torch::autograd::Function<HaloFunction> {
   }
 };
 
+// y = stride-1 convolution of the halo-exchanged x, without padding. Backward keeps x (which
+// the layer before keeps anyway) and the received halo slabs, not the padded copy: it
+// rebuilds the padded input from them, then sends the input gradient's halo back (adjoint).
+struct HaloConvolutionFunction : torch::autograd::Function<HaloConvolutionFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias, const SpatialDecomposition* d,
+                               int64_t width) {
+    std::vector<torch::Tensor> received;
+    const torch::Tensor padded = d->exchange_recording(x.detach(), width, &received);
+    const std::vector<int64_t> one(size_t(x.dim() - 2), 1), zero(size_t(x.dim() - 2), 0);
+    torch::Tensor y = torch::convolution(padded, weight, bias, one, zero, one, false, zero, 1);
+    std::vector<torch::Tensor> saved{x, weight};
+    saved.insert(saved.end(), received.begin(), received.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["d"] = reinterpret_cast<int64_t>(d);
+    ctx->saved_data["width"] = width;
+    ctx->saved_data["input_grad"] = x.requires_grad();
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1];
+    const std::vector<torch::Tensor> received(saved.begin() + 2, saved.end());
+    const auto* d = reinterpret_cast<const SpatialDecomposition*>(ctx->saved_data["d"].toInt());
+    const int64_t width = ctx->saved_data["width"].toInt();
+    const bool input_grad = ctx->saved_data["input_grad"].toBool();
+    const torch::Tensor padded = d->rebuild(x, width, received);
+    const std::vector<int64_t> one(size_t(x.dim() - 2), 1), zero(size_t(x.dim() - 2), 0);
+    const std::vector<int64_t> bias_sizes{weight.size(0)};
+    auto [grad_padded, grad_weight, grad_bias] =
+        at::convolution_backward(grads[0].contiguous(), padded, weight, bias_sizes, one, zero, one, false, zero, 1,
+                                 {input_grad, true, true});
+    torch::Tensor grad_x = input_grad ? d->exchange_adjoint(grad_padded, width) : torch::Tensor();
+    return {grad_x, grad_weight, grad_bias, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 // y = Σ over `groups` of x (one group after the other); backward: the same sum of the gradients.
 struct GroupSumFunction : torch::autograd::Function<GroupSumFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -224,34 +262,61 @@ int SpatialDecomposition::neighbour(int axis, int step) const {
 }
 
 torch::Tensor SpatialDecomposition::exchange(const torch::Tensor& x, int64_t width) const {
+  return exchange_recording(x, width, nullptr);
+}
+
+torch::Tensor SpatialDecomposition::exchange_recording(const torch::Tensor& x, int64_t width,
+                                                       std::vector<torch::Tensor>* received) const {
   if (x.dim() != mesh_.dims() + 2)
     throw Error("spatial: halo exchange of a " + std::to_string(x.dim() - 2) + "-D tensor on a " +
                 std::to_string(mesh_.dims()) + "-D mesh");
   torch::Tensor y = x.contiguous();
   for (int a = 0; a < mesh_.dims(); ++a) {
     const int64_t dim = 2 + a, n = y.size(dim);
-    std::vector<int64_t> shape = y.sizes().vec();
-    shape[size_t(dim)] = n + 2 * width;
-    torch::Tensor out = torch::zeros(shape, y.options());
-    out.narrow(dim, width, n).copy_(y);
+    torch::Tensor from_left = torch::empty({0}), from_right = torch::empty({0});  // none: zeros
     if (mesh_.parts[size_t(a)] > 1) {
       if (n < width)
         throw Error("spatial: a block of " + std::to_string(n) + " along axis " + std::to_string(a) +
                     " is thinner than the halo of " + std::to_string(width) + " (use fewer spatial ranks)");
       const int left = neighbour(a, -1), right = neighbour(a, +1);
+      std::vector<int64_t> shape = y.sizes().vec();
       shape[size_t(dim)] = width;
-      torch::Tensor from_left = torch::empty(shape, y.options()), from_right = torch::empty(shape, y.options());
+      torch::Tensor in_left = torch::empty(shape, y.options()), in_right = torch::empty(shape, y.options());
       const torch::Tensor last = y.narrow(dim, n - width, width).contiguous();
       const torch::Tensor first = y.narrow(dim, 0, width).contiguous();
-      spatial_.sendrecv(last, right, from_left, left, kForwardTag + 2 * a);
-      spatial_.sendrecv(first, left, from_right, right, kForwardTag + 2 * a + 1);
-      if (left >= 0) out.narrow(dim, 0, width).copy_(from_left);
-      if (right >= 0) out.narrow(dim, n + width, width).copy_(from_right);
+      spatial_.sendrecv(last, right, in_left, left, kForwardTag + 2 * a);
+      spatial_.sendrecv(first, left, in_right, right, kForwardTag + 2 * a + 1);
+      if (left >= 0) from_left = in_left;
+      if (right >= 0) from_right = in_right;
       bytes_forward_ += ((left >= 0) + (right >= 0)) * last.numel() * last.element_size();
     }
-    y = out;
+    y = padded_along(y, dim, width, from_left, from_right);
+    if (received != nullptr) {
+      received->push_back(from_left);
+      received->push_back(from_right);
+    }
   }
   return y;
+}
+
+torch::Tensor SpatialDecomposition::rebuild(const torch::Tensor& x, int64_t width,
+                                            const std::vector<torch::Tensor>& received) const {
+  torch::Tensor y = x.contiguous();
+  for (int a = 0; a < mesh_.dims(); ++a)
+    y = padded_along(y, 2 + a, width, received[size_t(2 * a)], received[size_t(2 * a + 1)]);
+  return y;
+}
+
+torch::Tensor SpatialDecomposition::padded_along(const torch::Tensor& y, int64_t dim, int64_t width,
+                                                 const torch::Tensor& from_left, const torch::Tensor& from_right) {
+  const int64_t n = y.size(dim);
+  std::vector<int64_t> shape = y.sizes().vec();
+  shape[size_t(dim)] = n + 2 * width;
+  torch::Tensor out = torch::zeros(shape, y.options());
+  out.narrow(dim, width, n).copy_(y);
+  if (from_left.numel() > 0) out.narrow(dim, 0, width).copy_(from_left);
+  if (from_right.numel() > 0) out.narrow(dim, n + width, width).copy_(from_right);
+  return out;
 }
 
 torch::Tensor SpatialDecomposition::exchange_adjoint(const torch::Tensor& padded, int64_t width) const {
@@ -278,6 +343,11 @@ torch::Tensor SpatialDecomposition::exchange_adjoint(const torch::Tensor& padded
 
 torch::Tensor SpatialDecomposition::halo(const torch::Tensor& x, int64_t width) const {
   return HaloFunction::apply(x, this, width);
+}
+
+torch::Tensor SpatialDecomposition::convolve(const torch::Tensor& x, const torch::Tensor& weight,
+                                             const torch::Tensor& bias, int64_t width) const {
+  return HaloConvolutionFunction::apply(x, weight, bias, this, width);
 }
 
 torch::Tensor SpatialDecomposition::image_sum(const torch::Tensor& x) const {

@@ -31,8 +31,7 @@ torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
     if (padding_ == 0 || stride_ != 1)
       throw Error("a " + std::to_string(weight_.size(2)) + "^" + std::to_string(dims_) +
                   " convolution without `same` padding cannot be split across ranks: use --padding same");
-    const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
-    return torch::convolution(d->halo(x, padding_), weight_, bias_, one, zero, one, false, zero, 1);
+    return d->convolve(x, weight_, bias_, padding_);
   }
   const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
   if (!transposed_ || weight_.size(2) != stride_ || padding_ != 0)

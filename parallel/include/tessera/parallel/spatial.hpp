@@ -92,6 +92,8 @@ class SpatialDecomposition final : public Decomposition {
                        int64_t alignment) const;
 
   torch::Tensor halo(const torch::Tensor& x, int64_t width) const override;
+  torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                         int64_t width) const override;
   torch::Tensor image_sum(const torch::Tensor& x) const override;
   torch::Tensor batch_sum(const torch::Tensor& x) const override;
 
@@ -104,9 +106,17 @@ class SpatialDecomposition final : public Decomposition {
   /// The adjoint of exchange(): the gradient of a padded block back to the block, halo parts
   /// sent to their owners and added to their edges.
   torch::Tensor exchange_adjoint(const torch::Tensor& padded, int64_t width) const;
+  /// exchange(), also handing out what it received: per axis (left, right), an empty tensor
+  /// where there is no neighbour (zeros).
+  torch::Tensor exchange_recording(const torch::Tensor& x, int64_t width, std::vector<torch::Tensor>* received) const;
+  /// exchange()'s result again from `x` and what exchange_recording received, without communication.
+  torch::Tensor rebuild(const torch::Tensor& x, int64_t width, const std::vector<torch::Tensor>& received) const;
 
  private:
   int neighbour(int axis, int step) const;
+  // `y` padded by `width` on both sides of `dim`: the given slabs, zeros where empty.
+  static torch::Tensor padded_along(const torch::Tensor& y, int64_t dim, int64_t width, const torch::Tensor& from_left,
+                                    const torch::Tensor& from_right);
 
   Communicator& spatial_;
   SpatialMesh mesh_;

@@ -32,6 +32,11 @@ class Decomposition {
   /// `x` (N × C × block...) padded by `width` on both sides of every spatial axis: the
   /// neighbouring blocks' edges where there is a neighbour, zeros at the image's border.
   virtual torch::Tensor halo(const torch::Tensor& x, int64_t width) const = 0;
+  /// The stride-1 convolution of x with `weight`, `bias` and `same` padding `width` across the
+  /// blocks: halo(x, width) convolved without padding. Backward keeps x and the received halo
+  /// slabs only (not the padded copy), as one process keeps x.
+  virtual torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                                 int64_t width) const = 0;
   /// Element-wise sum of `x` over the blocks of one image (same shape on every rank).
   virtual torch::Tensor image_sum(const torch::Tensor& x) const = 0;
   /// Element-wise sum over every block of every image of the batch statistics' group: the
