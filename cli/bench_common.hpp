@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the `tessera bench …` subcommands.
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,13 @@ namespace tessera::cli {
 /// A deterministic 4-band scene of side n (tessera-make-sample), generated once into
 /// work_dir/scene-n/ and reused; returns the GeoTIFF's path.
 std::string bench_scene(const std::string& work_dir, int64_t n);
+
+/// The largest j in [0, j_max] with fits(j), for a `fits` that holds up to some j and fails
+/// beyond (a memory cap against a growing side), measured with few probes: from the
+/// prediction `start`, strides doubling away from it until the answer is bracketed, then
+/// bisection. −1 when not even j = 0 fits. Every probe is a call of `fits` (collective in the
+/// benches: every rank calls with the same j).
+int64_t largest_fitting(int64_t start, int64_t j_max, const std::function<bool(int64_t)>& fits);
 
 /// `bench train`, attached to the `bench` subcommand.
 void register_bench_train(CLI::App& bench);

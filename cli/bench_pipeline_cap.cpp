@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "bench_common.hpp"
 #include "bench_pipeline.hpp"
 
 namespace tessera::cli::pipeline_bench {
@@ -84,36 +85,8 @@ CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid,
     if (predicted_peak(f, s, grid.shape().pipeline, side, config) > cap) break;
     row.predicted_side = side;
   }
-  // Measured search, starting at the prediction: step away from it by doubling strides until
-  // the answer is bracketed, then bisect. Invariant: fits(lo) (or lo = −1), !fits(hi) (or
-  // hi = j_max + 1, beyond the range).
-  const int64_t start = row.predicted_side ? (row.predicted_side - s.side) / step : 0;
-  int64_t lo = -1, hi = j_max + 1;
-  if (fits(start)) {
-    lo = start;
-    for (int64_t stride = 1; lo < j_max; stride *= 2) {
-      const int64_t j = std::min(j_max, lo + stride);
-      if (!fits(j)) {
-        hi = j;
-        break;
-      }
-      lo = j;
-    }
-  } else {
-    hi = start;
-    for (int64_t stride = 1; hi > 0; stride *= 2) {
-      const int64_t j = std::max<int64_t>(0, hi - stride);
-      if (fits(j)) {
-        lo = j;
-        break;
-      }
-      hi = j;
-    }
-  }
-  while (lo >= 0 && hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
+  // Measured search, starting at the prediction.
+  largest_fitting(row.predicted_side ? (row.predicted_side - s.side) / step : 0, j_max, fits);
   return row;
 }
 

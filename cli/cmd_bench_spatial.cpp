@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include "bench_common.hpp"
 #include "bench_pipeline.hpp"
 #include "child_process.hpp"
 #include "commands.hpp"
@@ -217,7 +218,7 @@ nlohmann::json worker_measure(const Flags& f, const UNetOptions& o, parallel::Pr
 // peak fits `cap` bytes on every rank, searched from the planner's prediction.
 nlohmann::json worker_cap(const Flags& f, const UNetOptions& o, parallel::ProcessGrid& grid,
                           const parallel::SpatialMesh& mesh, int64_t cap) {
-  const int64_t a = parallel::unet_block_alignment(o);
+  const int64_t a = unet_alignment(o);
   const int64_t first = a * *std::max_element(mesh.parts.begin(), mesh.parts.end());
   const int64_t j_max = (f.max_side - first) / a;
   if (j_max < 0) throw Error("--max-side: below the smallest side the split accepts (" + std::to_string(first) + ")");
@@ -243,34 +244,7 @@ nlohmann::json worker_cap(const Flags& f, const UNetOptions& o, parallel::Proces
     if (m > cap && (over_side == 0 || side_of(j) < over_side)) std::tie(over_side, over_peak) = std::pair(side_of(j), m);
     return m <= cap;
   };
-  // Invariant: fits(lo) (or lo = −1), !fits(hi) (or hi = j_max + 1).
-  const int64_t start = predicted ? (predicted - first) / a : 0;
-  int64_t lo = -1, hi = j_max + 1;
-  if (fits(start)) {
-    lo = start;
-    for (int64_t stride = 1; lo < j_max; stride *= 2) {
-      const int64_t j = std::min(j_max, lo + stride);
-      if (!fits(j)) {
-        hi = j;
-        break;
-      }
-      lo = j;
-    }
-  } else {
-    hi = start;
-    for (int64_t stride = 1; hi > 0; stride *= 2) {
-      const int64_t j = std::max<int64_t>(0, hi - stride);
-      if (fits(j)) {
-        lo = j;
-        break;
-      }
-      hi = j;
-    }
-  }
-  while (lo >= 0 && hi - lo > 1) {
-    const int64_t mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
+  largest_fitting(predicted ? (predicted - first) / a : 0, j_max, fits);
   return {{"ranks", grid.world().size()}, {"mesh", mesh.parts},       {"side", side},
           {"peak_bytes", peak},           {"over_side", over_side},   {"over_peak_bytes", over_peak},
           {"predicted_side", predicted},  {"probes", probes}};
@@ -364,7 +338,7 @@ Measured measure_layout(const Flags& f, const UNetOptions& o, const LayerSequenc
 std::string block_text(const UNetOptions& o, int64_t side, const std::vector<int>& parts) {
   std::string s;
   for (int p : parts)
-    s += (s.empty() ? "" : "×") + std::to_string(parallel::block_offsets(side, p, parallel::unet_block_alignment(o), "--side")[1]);
+    s += (s.empty() ? "" : "×") + std::to_string(parallel::block_offsets(side, p, unet_alignment(o), "--side")[1]);
   return s;
 }
 
@@ -409,7 +383,7 @@ void run_driver(const Flags& f) {
   }
   std::printf("largest trainable input side within %.0f MiB per rank (measured peak as above; batch %d; sides "
               "multiples of %lld up to %lld)\n",
-              *f.memory_cap_mib, f.batch, (long long)parallel::unet_block_alignment(o), (long long)f.max_side);
+              *f.memory_cap_mib, f.batch, (long long)unet_alignment(o), (long long)f.max_side);
   std::printf("  %5s %6s %8s %9s %9s %15s %10s %6s\n", "ranks", "mesh", "side", "× P=1", "peak MiB", "over: side/MiB",
               "predicted", "probes");
   int64_t one_side = 0, largest_p = 0;
@@ -438,7 +412,7 @@ void run_driver(const Flags& f) {
                 side_ratio_p4 >= 1.8 ? "holds" : "missed");
   std::vector<std::string> pipe{"bench", "pipeline"};
   for (const std::string& a : model_flags(f, o)) pipe.push_back(a);
-  for (const std::string& a : {std::string("--tile"), std::to_string(parallel::unet_block_alignment(o)), std::string("--batch"),
+  for (const std::string& a : {std::string("--tile"), std::to_string(unet_alignment(o)), std::string("--batch"),
                                std::to_string(f.batch), std::string("--threads"), std::to_string(f.threads),
                                std::string("--no-time"), std::string("--no-memory"), std::string("--memory-cap"),
                                fmt::format("{}", *f.memory_cap_mib), std::string("--max-side"), std::to_string(f.max_side)})

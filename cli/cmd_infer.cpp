@@ -189,7 +189,7 @@ void check_spatial_model(const Flags& f, const UNetOptions& model, const paralle
                 to_string(model.padding) + " (use --padding same)");
   const Index sides = make_tile_grid(model, extent, tile).input_sides();
   for (int a = 0; a < mesh.dims(); ++a)
-    parallel::block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], parallel::unet_block_alignment(model),
+    parallel::block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], unet_alignment(model),
                             "--tile " + std::to_string(tile) + " (input window " + std::to_string(sides[size_t(a)]) +
                                 " on axis " + std::to_string(a) + ") under " + sp + " (mesh " + mesh.describe() + ")");
 }
@@ -207,7 +207,7 @@ void share_weights(UNet& net, parallel::Communicator& world) {
 // network under the decomposition, then the whole windows' logits from every rank's block.
 ForwardRunner spatial_forward(const parallel::SpatialDecomposition& decomposition) {
   return [&decomposition](UNet& net, const torch::Tensor& input) {
-    const int64_t alignment = parallel::unet_block_alignment(net->options());
+    const int64_t alignment = unet_alignment(net->options());
     const std::vector<int64_t> sides(input.sizes().begin() + 2, input.sizes().end());
     decomposition.check_halo_fits(sides, alignment, (net->options().kernel - 1) / 2);
     const torch::Tensor block = decomposition.scatter(input, 2, alignment).contiguous();

@@ -1,4 +1,6 @@
 // tessera model-info --model PRESET [overrides] [--json]: size, halo and cost of a network.
+// tessera model-info --config FILE.yaml | --checkpoint FILE.pt: the same for a training
+// config's model or a checkpoint's, with a Domain Separation Network's parts (kind dsn).
 // tessera model-info --list [--json]: every registered architecture, loss and post-processor,
 // built-in or from a plugin (TESSERA_PLUGIN_PATH, <exe>/../lib/tessera/plugins, the prefix).
 #include <algorithm>
@@ -8,6 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "config_file.hpp"
+#include "train_config.hpp"
+#include "tessera/core/checkpoint.hpp"
+#include "tessera/core/dsn_spec.hpp"
+#include "tessera/core/dsn_trainer.hpp"
 #include "tessera/core/model_json.hpp"
 #include "model_options.hpp"
 #include "tessera/core/model_registry.hpp"
@@ -89,6 +96,89 @@ bool is_unet_preset(const std::string& name) {
   return std::find(presets.begin(), presets.end(), name) != presets.end();
 }
 
+// The U-Net's arithmetic, and a DSN's parts when there is one.
+void print_model(const std::string& name, const UNetOptions& o, const std::optional<DsnOptions>& dsn, bool json) {
+  nlohmann::json j = o;  // the checkpoint's spelling of the options (model_json.hpp)
+  j.update(nlohmann::json{{"model", name},
+                          {"params", unet_parameter_count(o)},
+                          {"layers", unet_layer_count(o)},
+                          {"halo", unet_halo(o)},
+                          {"remainder", unet_remainder(o)},
+                          {"alignment", unet_alignment(o)},
+                          {"receptive_field", unet_receptive_field(o)},
+                          {"flops_per_output_pixel", unet_flops_per_output_pixel(o)}});
+  int64_t priv = 0, recon = 0, classifier = 0;
+  if (dsn) {
+    priv = dsn_private_parameter_count(o, *dsn);
+    recon = dsn_recon_parameter_count(o, *dsn);
+    classifier = dsn_classifier_parameter_count(o, *dsn);
+    nlohmann::json options;
+    options_to_json(options, *dsn);
+    j["dsn"] = {{"domains", dsn->domains},
+                {"options", options},
+                {"code_channels", dsn_code_channels(o)},
+                {"private_encoder_params", priv},
+                {"reconstruction_decoder_params", recon},
+                {"domain_classifier_params", classifier},
+                {"total_params", unet_parameter_count(o) + dsn->domains * priv + recon + classifier},
+                {"params_per_rank_one_domain", unet_parameter_count(o) + priv + recon + classifier}};
+  }
+  if (json) {
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  std::printf("%s: %d-D U-Net, L=%d, n_c=%d, f=%d, %s padding, %s norm, %s decoder\n", name.c_str(), o.dims, o.levels,
+              o.convs_per_level, o.base_filters, to_string(o.padding).c_str(), to_string(o.norm).c_str(),
+              to_string(o.decoder).c_str());
+  std::printf("  parameters              %lld (%.1f MiB as float32)\n", (long long)unet_parameter_count(o),
+              unet_parameter_count(o) * 4.0 / (1 << 20));
+  std::printf("  layers                  %d\n", unet_layer_count(o));
+  std::printf("  halo eps                %lld px per side\n", (long long)unet_halo(o));
+  std::printf("  valid output sizes      S + %lld, S a multiple of %lld\n", (long long)unet_remainder(o),
+              (long long)unet_alignment(o));
+  std::printf("  receptive field         %lld px\n", (long long)unet_receptive_field(o));
+  std::printf("  FLOPs per output pixel  %.3g (forward)\n", unet_flops_per_output_pixel(o));
+  if (!dsn) return;
+  const int64_t unet = unet_parameter_count(o);
+  std::printf("Domain Separation Network: 1 source + %d target%s, %s similarity (alpha %g, beta %g, gamma %g)\n",
+              dsn->domains - 1, dsn->domains > 2 ? "s" : "", to_string(dsn->similarity).c_str(), dsn->alpha, dsn->beta,
+              dsn->gamma);
+  std::printf("  shared encoder + task decoder + head   the U-Net above (%lld); code %lld channels\n", (long long)unet,
+              (long long)dsn_code_channels(o));
+  std::printf("  private encoder (each domain)          %lld (p = %d)\n", (long long)priv, dsn->private_filters);
+  std::printf("  shared reconstruction decoder          %lld (r = %d)\n", (long long)recon, dsn->recon_filters);
+  std::printf("  domain classifier                      %lld (hidden %d)\n", (long long)classifier, dsn->classifier_hidden);
+  std::printf("  whole DSN                              %lld (%.1f MiB); one rank per domain holds %lld\n",
+              (long long)(unet + dsn->domains * priv + recon + classifier),
+              (unet + dsn->domains * priv + recon + classifier) * 4.0 / (1 << 20), (long long)(unet + priv + recon + classifier));
+  std::printf("  inference (any domain)                 the U-Net alone\n");
+}
+
+// model: of a `tessera train` config (in_channels as written, else the preset's: train takes
+// them from the first image).
+void print_config_model(const std::string& path, bool json) {
+  const RunConfig c = read_run_config(ConfigFile::load(path));
+  std::optional<DsnOptions> dsn;
+  if (c.model.is_dsn()) {
+    dsn = c.model.dsn;
+    dsn->domains = 1 + static_cast<int>(c.data.targets.size());
+  }
+  print_model(c.model.preset + " (" + path + ")", c.model.options, dsn, json);
+}
+
+void print_checkpoint_model(const std::string& path, bool json) {
+  const CheckpointMeta meta = read_checkpoint_meta(path);
+  std::optional<DsnOptions> dsn;
+  if (!meta.extra_model.empty()) {
+    try {
+      dsn = dsn_options_from_extra_model(meta.extra_model);
+    } catch (const Error& e) {
+      throw Error(path + ": " + e.what());
+    }
+  }
+  print_model(path + " (step " + std::to_string(meta.step) + ")", meta.model, dsn, json);
+}
+
 }  // namespace
 
 void register_model_info(CLI::App& app) {
@@ -99,34 +189,15 @@ void register_model_info(CLI::App& app) {
   flags.add_to(cmd);
   cmd->add_flag("--json", json, "Print JSON");
   cmd->add_flag("--list", list, "List the registered architectures, losses and post-processors, plugins included");
+  static std::string config, checkpoint;
+  cmd->add_option("--config", config, "The model of a `tessera train` config (a DSN's parts with model.kind dsn)");
+  cmd->add_option("--checkpoint", checkpoint, "The model a checkpoint holds (a DSN's parts too)");
   cmd->callback([] {
     if (list) return print_list(json);
+    if (!config.empty()) return print_config_model(config, json);
+    if (!checkpoint.empty()) return print_checkpoint_model(checkpoint, json);
     if (!is_unet_preset(flags.preset)) return print_plugin_model(flags, json);
-    const UNetOptions o = flags.resolve();
-    nlohmann::json j = o;  // the checkpoint's spelling of the options (model_json.hpp)
-    j.update(nlohmann::json{{"model", flags.preset},
-                            {"params", unet_parameter_count(o)},
-                            {"layers", unet_layer_count(o)},
-                            {"halo", unet_halo(o)},
-                            {"remainder", unet_remainder(o)},
-                            {"alignment", unet_alignment(o)},
-                            {"receptive_field", unet_receptive_field(o)},
-                            {"flops_per_output_pixel", unet_flops_per_output_pixel(o)}});
-    if (json) {
-      std::cout << j.dump(2) << '\n';
-      return;
-    }
-    std::printf("%s: %d-D U-Net, L=%d, n_c=%d, f=%d, %s padding, %s norm, %s decoder\n", flags.preset.c_str(), o.dims,
-                o.levels, o.convs_per_level, o.base_filters, to_string(o.padding).c_str(), to_string(o.norm).c_str(),
-                to_string(o.decoder).c_str());
-    std::printf("  parameters              %lld (%.1f MiB as float32)\n", (long long)unet_parameter_count(o),
-                unet_parameter_count(o) * 4.0 / (1 << 20));
-    std::printf("  layers                  %d\n", unet_layer_count(o));
-    std::printf("  halo eps                %lld px per side\n", (long long)unet_halo(o));
-    std::printf("  valid output sizes      S + %lld, S a multiple of %lld\n", (long long)unet_remainder(o),
-                (long long)unet_alignment(o));
-    std::printf("  receptive field         %lld px\n", (long long)unet_receptive_field(o));
-    std::printf("  FLOPs per output pixel  %.3g (forward)\n", unet_flops_per_output_pixel(o));
+    print_model(flags.preset, flags.resolve(), std::nullopt, json);
   });
 }
 

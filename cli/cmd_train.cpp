@@ -43,9 +43,11 @@
 #include "tessera/run/staged_file.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
+#include "tessera/core/dsn_trainer.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/rasterize.hpp"
 #include "tessera/parallel/data_parallel.hpp"
+#include "tessera/parallel/domain_hooks.hpp"
 #include "tessera/parallel/pipeline.hpp"
 #include "tessera/parallel/pipeline_hooks.hpp"
 #include "tessera/parallel/device_monitor.hpp"
@@ -195,7 +197,7 @@ void check_spatial(const RunConfig& c, int spatial, const std::string& config) {
   for (const auto& [key, side] : tile_sides(c.train))
     for (int a = 0; a < mesh.dims(); ++a) {
       try {
-        parallel::block_offsets(side + unet_remainder(model), mesh.parts[size_t(a)], parallel::unet_block_alignment(model),
+        parallel::block_offsets(side + unet_remainder(model), mesh.parts[size_t(a)], unet_alignment(model),
                                 key + " on axis " + std::to_string(a) + " of " + sp + " (mesh " + mesh.describe() + ")");
       } catch (const Error& e) {
         throw Error(config + ": " + e.what());
@@ -313,7 +315,7 @@ std::string describe_blocks(const RunConfig& c, const parallel::SpatialTrainHook
   std::string blocks;
   for (int a = 0; a < mesh.dims(); ++a) {
     const std::vector<int64_t> at = parallel::block_offsets(c.train.tile + unet_remainder(model), mesh.parts[size_t(a)],
-                                                            parallel::unet_block_alignment(model), "train.tile");
+                                                            unet_alignment(model), "train.tile");
     int64_t lo = at.back(), hi = 0;
     for (size_t i = 1; i < at.size(); ++i) {
       lo = std::min(lo, at[i] - at[i - 1]);
@@ -363,8 +365,105 @@ void print_report(const TrainReport& r) {
     std::printf("best validation mean Dice %.4f: %s\n", r.best_validation, r.best_checkpoint.c_str());
 }
 
+// ---- Domain Separation Network (model.kind dsn) ------------------------------------------
+
+// Domain-parallel hooks that also drive the device monitor.
+class MonitoredDomainHooks : public parallel::DomainParallelHooks {
+ public:
+  using DomainParallelHooks::DomainParallelHooks;
+  std::function<void(int64_t, double)> step_callback;
+  void on_step(int64_t step, double loss) override {
+    if (step_callback) step_callback(step, loss);
+  }
+};
+
+// "0 (source)", "1 2 3": domains as the plan line names them.
+std::string describe_domains(const std::vector<int>& domains) {
+  std::string s;
+  for (int d : domains) s += (s.empty() ? "" : ", ") + (d == 0 ? std::string("source") : "target " + std::to_string(d));
+  return s;
+}
+
+// mpirun -np P tessera train --config dsn.yaml: P ranks in G domain groups of P / G replicas
+// (parallel.dp), group g training the domains [g·D/G, (g+1)·D/G) (parallel/domain_hooks.hpp).
+void run_dsn(const Flags& f, RunConfig& c) {
+  TrainOptions& t = c.train;
+  if (c.parallel.pp > 1 || c.parallel.sp > 1 || !c.parallel.sp_mesh.empty())
+    throw Error(f.config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
+                "supported with it");
+  if (!f.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
+  // The source as plain pairs: its holdout is never trained on (score it with tessera eval).
+  RunConfig source = c;
+  source.data.pairs = c.data.source.pairs;
+  source.validate = false;
+  Dataset data = open_pairs(source, f.config);
+  CheckpointMeta meta = describe_model(source, data, f.config);
+  c.model.options = source.model.options;
+  const UNetOptions& model = c.model.options;
+  std::vector<std::unique_ptr<ImageSource>> target_images;
+  std::vector<std::vector<TrainingPair>> domains{data.pairs};
+  for (const TargetConfig& target : c.data.targets) {
+    domains.emplace_back();
+    for (const std::string& path : target.images) {
+      target_images.push_back(io::open_image(resolve_path(f.config, path)));
+      const ImageSource& image = *target_images.back();
+      domains.back().push_back({&image, nullptr, Box{Index(image.info().extent.size(), 0), image.info().extent}});
+    }
+  }
+  DsnOptions dsn_options = c.model.dsn;
+  dsn_options.domains = static_cast<int>(domains.size());
+  try {
+    dsn_options.validate(model);
+  } catch (const Error& e) {
+    throw Error(f.config + ": " + e.what());
+  }
+  check_dsn_training(model, dsn_options, domains, t);
+
+  parallel::Communicator& world = parallel::world();
+  const int groups = parallel::domain_groups(world.size(), dsn_options.domains, c.parallel.dp);
+  MonitoredDomainHooks hooks(world, groups, dsn_options.domains);
+  const bool root_rank = world.rank() == 0;
+  const int threads = configure_threads(f.threads.value_or(0));
+  Dsn dsn(model, dsn_options, hooks.domains(dsn_options.domains), t.seed);
+  if (root_rank) {
+    c.parallel.dp = hooks.replicas();
+    std::filesystem::create_directories(t.run_dir);
+    write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(c)});
+    const int64_t priv = dsn_private_parameter_count(model, dsn_options);
+    std::fprintf(stderr,
+                 "train: DSN, 1 source + %d target(s), %d-D U-Net L=%d f=%d (%lld parameters) + private encoders of "
+                 "%lld + reconstruction decoder %lld + domain classifier %lld; %s similarity; tiles %lld, batch %d per "
+                 "domain and replica; %d ranks = %d domain groups x %d replicas, %d threads\n",
+                 dsn_options.domains - 1, model.dims, model.levels, model.base_filters,
+                 (long long)unet_parameter_count(model), (long long)priv,
+                 (long long)dsn_recon_parameter_count(model, dsn_options),
+                 (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
+                 (long long)t.tile, t.batch, world.size(), groups, hooks.replicas(), threads);
+    for (int g = 0; g < groups; ++g)
+      std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", g, g * hooks.replicas(),
+                   (g + 1) * hooks.replicas() - 1, describe_domains(parallel::domains_of_group(g, groups, dsn_options.domains)).c_str());
+  }
+  parallel::DeviceMonitorOptions mo;
+  mo.run_dir = t.run_dir;
+  mo.rank = world.rank();
+  mo.device = parallel::select_device(parallel::launch_info(), torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0);
+  parallel::DeviceMonitor monitor(mo);
+  monitor.set_phase("train");
+  hooks.step_callback = [&monitor, tiles = int64_t(t.batch) * int64_t(hooks.domains(dsn_options.domains).size())](int64_t step, double) {
+    monitor.set_step(step);
+    monitor.set_tiles_done(step * tiles);
+  };
+  RunWriter run_writer(t.run_dir);
+  const TrainReport r = train_dsn(dsn, domains, t, meta, &hooks, &run_writer);
+  monitor.set_phase("done");
+  monitor.sample_now();
+  print_telemetry_summary(world, monitor);
+  if (root_rank) print_report(r);
+}
+
 void run(const Flags& f) {
   RunConfig c = load_config(f);
+  if (c.model.is_dsn()) return run_dsn(f, c);
   Dataset data = open_pairs(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;

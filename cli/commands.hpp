@@ -21,6 +21,8 @@ void register_bench_allreduce(CLI::App& bench);
 void register_bench_pipeline(CLI::App& bench);
 /// `bench spatial`: spatial parallelism's per-rank memory, step time and halo bytes (launches mpirun).
 void register_bench_spatial(CLI::App& bench);
+/// `bench dsn`: per-rank peak memory of domain-parallel DSN training for 1 + N domains (launches mpirun).
+void register_bench_dsn(CLI::App& bench);
 
 /// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
 std::string build_summary();

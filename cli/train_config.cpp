@@ -6,18 +6,44 @@ namespace tessera::cli {
 namespace {
 
 // Messages about a pair name where it is and which one it is.
-void locate_pairs(const ConfigSection& root, RunConfig& c) {
-  const ConfigSection data = root.section("data");
-  c.pairs_where = data.where("pairs");
+void locate_pairs(const ConfigSection& data, std::vector<PairConfig>& pairs) {
   const std::vector<ConfigSection> entries = data.list("pairs");
-  for (size_t i = 0; i < entries.size() && i < c.data.pairs.size(); ++i) {
-    c.data.pairs[i].where = entries[i].where();
-    c.data.pairs[i].prefix = entries[i].dotted("");
+  for (size_t i = 0; i < entries.size() && i < pairs.size(); ++i) {
+    pairs[i].where = entries[i].where();
+    pairs[i].prefix = entries[i].dotted("");
   }
+}
+
+void locate(const ConfigSection& root, RunConfig& c) {
+  const ConfigSection data = root.section("data");
+  const ConfigSection source = data.section("source");
+  c.pairs_where = c.model.is_dsn() ? source.where("pairs") : data.where("pairs");
+  locate_pairs(data, c.data.pairs);
+  locate_pairs(source, c.data.source.pairs);
+  const std::vector<ConfigSection> targets = data.list("targets");
+  for (size_t i = 0; i < targets.size() && i < c.data.targets.size(); ++i) c.data.targets[i].where = targets[i].where();
+}
+
+// A DSN: source pairs and target images, no plain pairs.
+void require_domains(const RunConfig& c) {
+  if (!c.data.pairs.empty())
+    throw Error(c.data.pairs.front().where + ": model.kind dsn takes its labelled pairs from data.source.pairs, not data.pairs");
+  if (c.data.source.pairs.empty())
+    throw Error(c.pairs_where + ": data.source.pairs must list at least one {image, labels} pair (the labelled domain)");
+  if (c.data.targets.empty())
+    throw Error(c.pairs_where + ": data.targets must list at least one target domain ({images: [...]}) for model.kind dsn");
+  for (size_t i = 0; i < c.data.targets.size(); ++i)
+    if (c.data.targets[i].images.empty())
+      throw Error(c.data.targets[i].where + ": data.targets[" + std::to_string(i) + "].images: at least one image");
 }
 
 // What the file must have, checked once every key is known to be spelt right.
 void require_pairs(const RunConfig& c) {
+  if (c.model.kind != "unet" && c.model.kind != "dsn")
+    throw Error(c.pairs_where + ": model.kind '" + c.model.kind + "': expected unet or dsn");
+  if (c.model.is_dsn()) return require_domains(c);
+  if (!c.data.targets.empty() || !c.data.source.pairs.empty())
+    throw Error(c.pairs_where + ": data.source and data.targets are for model.kind dsn (this model is a plain U-Net)");
   if (c.data.pairs.empty())
     throw Error(c.pairs_where + ": data.pairs must list at least one {image, labels} pair");
   for (const PairConfig& p : c.data.pairs)
@@ -37,8 +63,12 @@ RunConfig read_run_config(const ConfigFile& file) {
   c.in_channels_given = model.has("in_channels");
   read_fields(root, c);
   file.reject_unknown_keys();  // first: a misspelt key is reported as such, not as a missing one
-  locate_pairs(root, c);
+  locate(root, c);
   require_pairs(c);
+  for (const PairConfig& p : c.data.source.pairs)
+    if (p.image.empty() || p.labels.empty())
+      throw Error(p.where + ": " + p.prefix + (p.image.empty() ? "image" : "labels") +
+                  ": required (every source pair names an image and its labels)");
   return c;
 }
 

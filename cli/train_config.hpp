@@ -15,14 +15,19 @@
 #include "config_file.hpp"
 #include "regions.hpp"
 #include "train_options_binding.hpp"
+#include "tessera/core/dsn_spec.hpp"
 #include "tessera/io/rasterize.hpp"
 
 namespace tessera::cli {
 
-/// model: a named preset, then any field overridden.
+/// model: a named preset, then any field overridden; kind dsn makes it the shared U-Net of
+/// a Domain Separation Network (dsn_spec.hpp) whose other parts `dsn:` sizes.
 struct ModelConfig {
+  std::string kind = "unet";
   std::string preset = "unet-tiny";
   UNetOptions options = unet_preset("unet-tiny");
+  DsnOptions dsn;
+  bool is_dsn() const { return kind == "dsn"; }
 };
 
 /// One entry of data.pairs. Paths as the file gives them (relative to the config file).
@@ -32,8 +37,21 @@ struct PairConfig {
   std::string where, prefix;       ///< "FILE:LINE" and "data.pairs[i].", for messages (not keys)
 };
 
+/// data.source of a DSN: the labelled domain.
+struct SourceConfig {
+  std::vector<PairConfig> pairs;
+};
+
+/// One entry of data.targets: an unlabelled domain's images.
+struct TargetConfig {
+  std::vector<std::string> images;
+  std::string where;  ///< "FILE:LINE", for messages (not a key)
+};
+
 struct DataConfig {
   std::vector<PairConfig> pairs;
+  SourceConfig source;                ///< kind dsn: the labelled domain (instead of pairs)
+  std::vector<TargetConfig> targets;  ///< kind dsn: the unlabelled domains
   std::vector<std::string> class_names;
   Holdout holdout;
 };
@@ -64,8 +82,10 @@ struct RunConfig {
 
 template <class V>
 void fields(ModelConfig& m, V& v) {
+  v.field("kind", m.kind, "unet, or dsn: a Domain Separation Network on data.source and data.targets");
   v.field("preset", m.preset, "Preset the other model fields override (unet-tiny, unet-small, …)");
   fields(m.options, v);
+  v.section("dsn", m.dsn, "kind dsn: private encoders, reconstruction decoder, domain classifier, loss weights");
 }
 
 template <class V>
@@ -83,10 +103,22 @@ void fields(Holdout& h, V& v) {
 }
 
 template <class V>
+void fields(SourceConfig& s, V& v) {
+  v.list("pairs", s.pairs, "The labelled source domain's {image, labels} pairs");
+}
+
+template <class V>
+void fields(TargetConfig& t, V& v) {
+  v.field("images", t.images, "An unlabelled target domain's images (another sensor, scanner, protocol)");
+}
+
+template <class V>
 void fields(DataConfig& d, V& v) {
   v.section("holdout", d.holdout, "The held-back area");
   v.field("class_names", d.class_names, "One name per class");
   v.list("pairs", d.pairs, "{image, labels} pairs");
+  v.section("source", d.source, "kind dsn: the labelled domain");
+  v.list("targets", d.targets, "kind dsn: the unlabelled domains, each {images: [...]}");
 }
 
 /// train: is TrainOptions plus `validate`; a view made inside fields(RunConfig&).

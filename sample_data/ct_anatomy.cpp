@@ -26,19 +26,18 @@ double ellipse(const Point3& p, double cu, double cv, double au, double av) {
 
 class Painter {
  public:
-  Painter(const Point3& p, uint64_t seed) : p_(p), seed_(seed) {}
+  Painter(const Point3& p, const AnatomyTextures& textures, const AnatomyVariant& anatomy)
+      : p_(p), tx_(textures), a_(anatomy) {}
 
-  float noise(double cell_mm, int octaves, uint64_t id) const {
-    return fbm(p_.x, p_.y, p_.z, cell_mm, octaves, mix_seed(seed_, 200 + id));
-  }
+  float noise(const FractalNoise& texture) const { return texture(p_.x, p_.y, p_.z); }
 
   Tissue paint() {
     // Body: an elliptic cylinder whose outline breathes slowly along z.
-    const double a = 0.86 + 0.03 * std::sin(kTwoPi * 1.1 * p_.w);
-    const double b = 0.70 + 0.02 * std::sin(kTwoPi * 0.8 * p_.w + 1.0);
-    const double e = ellipse(p_, 0.0, 0.0, a, b) + 0.03 * (noise(30.0, 1, 1) - 0.5);
+    const double a = (0.86 + 0.03 * std::sin(kTwoPi * 1.1 * p_.w)) * a_.body_u;
+    const double b = (0.70 + 0.02 * std::sin(kTwoPi * 0.8 * p_.w + 1.0)) * a_.body_v;
+    const double e = ellipse(p_, 0.0, 0.0, a, b) + 0.03 * (noise(tx_.outline) - 0.5);
     if (e > 1.0) return table();
-    if (e > 0.9) return {-105.f + 20.f * (noise(6.0, 1, 2) - 0.5f), kCtBackground};
+    if (e > 0.9) return {-105.f + 20.f * (noise(tx_.subcutaneous_fat) - 0.5f), kCtBackground};
     if (e > 0.82) return {rib(e) ? 600.f : 50.f, kCtBackground};
     t_ = interior();
     e_ = e;
@@ -62,9 +61,9 @@ class Painter {
   // against fat as they do in real CT.
   Tissue interior() const {
     if (std::abs(p_.u) < 0.3 && p_.v > 0.35) return {55.f, kCtBackground};  // paraspinal muscle
-    const float fat = smoothstep(0.47f, 0.57f, noise(22.0, 2, 4));
-    float hu = 25.f + 20.f * (noise(6.0, 2, 3) - 0.5f);
-    if (p_.v < 0.1 && noise(9.0, 2, 5) > 0.72f) hu = -750.f;
+    const float fat = smoothstep(0.47f, 0.57f, noise(tx_.visceral_fat));
+    float hu = 25.f + 20.f * (noise(tx_.bowel) - 0.5f);
+    if (p_.v < 0.1 && noise(tx_.bowel_gas) > 0.72f) hu = -750.f;
     return {hu + (-95.f - hu) * fat, kCtBackground};
   }
 
@@ -73,32 +72,37 @@ class Painter {
     if (grow <= 0.0) return;
     for (int side = -1; side <= 1; side += 2) {
       if (ellipse(p_, side * 0.40, 0.05, 0.30 * grow, 0.48 * grow) < 1.0 && e_ < 0.8)
-        t_ = {-850.f + 60.f * (noise(5.0, 2, 6) - 0.5f), kCtBackground};
+        t_ = {-850.f + 60.f * (noise(tx_.lung) - 0.5f), kCtBackground};
     }
   }
 
   void liver() {
-    const double right = ellipsoid(p_, -0.36, -0.08, 0.57, 0.42, 0.40, 0.375);
-    const double left = ellipsoid(p_, 0.12, -0.30, 0.78, 0.32, 0.20, 0.16);
-    const double f = std::min(right, left) + 0.12 * (noise(25.0, 2, 7) - 0.5);
+    const double du = a_.liver_du, dv = a_.liver_dv, dw = a_.liver_dw, s = a_.liver_scale;
+    const double right =
+        ellipsoid(p_, -0.36 + du, -0.08 + dv, 0.57 + dw, 0.42 * s, 0.40 * s, 0.375 * s);
+    const double left =
+        ellipsoid(p_, 0.12 + du, -0.30 + dv, 0.78 + dw, 0.32 * s, 0.20 * s, 0.16 * s);
+    const double f = std::min(right, left) + 0.12 * (noise(tx_.liver_outline) - 0.5);
     if (e_ >= 0.8 || f >= 1.1) return;
     if (f >= 1.0) t_ = {-70.f, kCtBackground};  // a rim of fat around the liver
-    else t_ = {64.f + 10.f * (noise(4.0, 2, 8) - 0.5f), kLiver};
+    else t_ = {64.f + 10.f * (noise(tx_.liver) - 0.5f), kLiver};
   }
 
   // Cortex brighter than medulla, a fat capsule around, the renal sinus opening medially.
   void kidneys() {
     for (int side = -1; side <= 1; side += 2) {
-      const double cu = side * 0.40, cv = 0.36, cw = side < 0 ? 0.60 : 0.65;
-      const double f = ellipsoid(p_, cu, cv, cw, 0.14, 0.17, 0.25) +
-                       0.08 * (noise(15.0, 1, 9) - 0.5);
+      const double s = a_.kidney_scale;
+      const double cu = side * 0.40, cv = 0.36 + a_.kidney_dv,
+                   cw = side < 0 ? 0.60 + a_.kidney_dw_right : 0.65 + a_.kidney_dw_left;
+      const double f = ellipsoid(p_, cu, cv, cw, 0.14 * s, 0.17 * s, 0.25 * s) +
+                       0.08 * (noise(tx_.kidney_outline) - 0.5);
       if (f >= 1.3 || e_ >= 0.82) continue;
       if (f >= 1.0) { t_ = {-90.f, kCtBackground}; continue; }
-      if (ellipsoid(p_, cu - side * 0.09, cv, cw, 0.06, 0.07, 0.12) < 1.0) {
+      if (ellipsoid(p_, cu - side * 0.09 * s, cv, cw, 0.06 * s, 0.07 * s, 0.12 * s) < 1.0) {
         t_ = {-40.f, kCtBackground};
         continue;
       }
-      t_ = {(f > 0.7 ? 170.f : 135.f) + 10.f * (noise(3.0, 1, 10) - 0.5f), kKidney};
+      t_ = {(f > 0.7 ? 170.f : 135.f) + 10.f * (noise(tx_.kidney) - 0.5f), kKidney};
     }
   }
 
@@ -114,7 +118,7 @@ class Painter {
     if (body < 1.0) {
       if (disc) t_ = {90.f, kCtBackground};
       else if (body > 0.85) t_ = {kCortical, kCtBackground};
-      else t_ = {440.f + 160.f * (noise(3.0, 2, 11) - 0.5f), kCtBackground};
+      else t_ = {440.f + 160.f * (noise(tx_.bone) - 0.5f), kCtBackground};
       return;
     }
     const double canal = ellipse(p_, 0.0, 0.47, 0.05, 0.05);
@@ -134,13 +138,47 @@ class Painter {
   }
 
   Point3 p_;
-  uint64_t seed_;
+  const AnatomyTextures& tx_;
+  const AnatomyVariant& a_;
   Tissue t_;
   double e_ = 0.0;
 };
 
 }  // namespace
 
-Tissue tissue_at(const Point3& p, uint64_t seed) { return Painter(p, seed).paint(); }
+// Cells in millimetres; stream ids 201 … 211 as the phantom has always used.
+AnatomyTextures::AnatomyTextures(uint64_t seed)
+    : outline(30.0, 1, mix_seed(seed, 201)),
+      subcutaneous_fat(6.0, 1, mix_seed(seed, 202)),
+      bowel(6.0, 2, mix_seed(seed, 203)),
+      visceral_fat(22.0, 2, mix_seed(seed, 204)),
+      bowel_gas(9.0, 2, mix_seed(seed, 205)),
+      lung(5.0, 2, mix_seed(seed, 206)),
+      liver_outline(25.0, 2, mix_seed(seed, 207)),
+      liver(4.0, 2, mix_seed(seed, 208)),
+      kidney_outline(15.0, 1, mix_seed(seed, 209)),
+      kidney(3.0, 1, mix_seed(seed, 210)),
+      bone(3.0, 2, mix_seed(seed, 211)) {}
+
+AnatomyVariant AnatomyVariant::target_domain(uint64_t seed, int k) {
+  Rng rng(mix_seed(domain_seed(seed, k), 60));
+  AnatomyVariant a;
+  a.body_u = rng.uniform(0.93, 1.05);
+  a.body_v = rng.uniform(0.93, 1.05);
+  a.liver_du = rng.uniform(-0.04, 0.04);
+  a.liver_dv = rng.uniform(-0.04, 0.04);
+  a.liver_dw = rng.uniform(-0.04, 0.04);
+  a.liver_scale = rng.uniform(0.9, 1.1);
+  a.kidney_dv = rng.uniform(-0.03, 0.03);
+  a.kidney_dw_right = rng.uniform(-0.04, 0.04);
+  a.kidney_dw_left = rng.uniform(-0.04, 0.04);
+  a.kidney_scale = rng.uniform(0.9, 1.1);
+  return a;
+}
+
+Tissue tissue_at(const Point3& p, const AnatomyTextures& textures,
+                 const AnatomyVariant& anatomy) {
+  return Painter(p, textures, anatomy).paint();
+}
 
 }  // namespace tessera::sample

@@ -5,6 +5,8 @@
 // so they look isotropic whatever the spacing.
 #include <cstdint>
 
+#include "random.hpp"
+
 namespace tessera::sample {
 
 struct Tissue {
@@ -17,7 +19,31 @@ struct Point3 {
   double x, y, z;     // millimetres
 };
 
-/// Deterministic in `seed`; a pure function of the point, so callers may evaluate in any order.
-Tissue tissue_at(const Point3& p, uint64_t seed);
+/// Another patient: the body's size and where and how large the organs are, in normalised
+/// units. The defaults are the source phantom, to the bit.
+struct AnatomyVariant {
+  double body_u = 1.0, body_v = 1.0;  ///< scale of the body outline across and front-back
+  double liver_du = 0.0, liver_dv = 0.0, liver_dw = 0.0;  ///< shift of the liver
+  double liver_scale = 1.0;
+  double kidney_dv = 0.0;                      ///< both kidneys forwards (−) or back (+)
+  double kidney_dw_right = 0.0, kidney_dw_left = 0.0;  ///< each kidney up (+) or down
+  double kidney_scale = 1.0;
+
+  /// Patient k ∈ [1, kMaxTargetDomains], a pure function of (seed, k); small enough that the
+  /// liver and both kidneys stay in the last quarter of z.
+  static AnatomyVariant target_domain(uint64_t seed, int k);
+};
+
+/// The phantom's noise textures for one anatomy seed, built once and shared by every voxel.
+struct AnatomyTextures {
+  explicit AnatomyTextures(uint64_t seed);
+  FractalNoise outline, subcutaneous_fat, bowel, visceral_fat, bowel_gas, lung, liver_outline,
+      liver, kidney_outline, kidney, bone;
+};
+
+/// Deterministic in the textures' seed; a pure function of the point, so callers may evaluate
+/// in any order.
+Tissue tissue_at(const Point3& p, const AnatomyTextures& textures,
+                 const AnatomyVariant& anatomy = {});
 
 }  // namespace tessera::sample

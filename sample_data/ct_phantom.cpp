@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "ct_anatomy.hpp"
 #include "random.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::sample {
 namespace {
-
-constexpr float kNoiseBeforeFilter = 40.f;  // HU; the in-plane (1 2 1) filter leaves ~15
 
 // In-place (1 2 1)/4 filter along one axis (0 = z, 1 = y, 2 = x), edges clamped.
 void smooth_axis(std::vector<float>& v, const Index& extent, int axis) {
@@ -31,11 +31,44 @@ void smooth_axis(std::vector<float>& v, const Index& extent, int axis) {
       }
 }
 
+// Noise σ after `passes` in-plane (1 2 1)/4 passes: one pass per axis keeps
+// √(6/16) of σ, two keep √(70/256); both axes multiply.
+double kernel_noise_factor(int passes) { return passes >= 2 ? 70.0 / 256.0 : 6.0 / 16.0; }
+
 }  // namespace
+
+CtScanner CtScanner::target_domain(uint64_t seed, int k) {
+  Rng rng(mix_seed(domain_seed(seed, k), 70));
+  const double t = domain_shift(k);
+  CtScanner s;
+  s.hu_offset = float(40.0 + 40.0 * t * rng.uniform());
+  const double swing = t * rng.uniform(0.1, 0.25);
+  s.contrast = float(k % 2 == 1 ? std::min(1.25, 1.0 + swing) : std::max(0.8, 1.0 - swing));
+  s.kernel_passes = k % 2 == 0 ? 2 : 1;
+  s.thick_slices = k >= 3 && k % 2 == 1;
+  const double out_sigma = k % 2 == 0 ? rng.uniform(8.0, 12.0) : rng.uniform(20.0, 20.0 + 15 * t);
+  s.noise_sigma = float(out_sigma / (s.contrast * kernel_noise_factor(s.kernel_passes)));
+  return s;
+}
+
+double CtScanner::output_noise() const {
+  return noise_sigma * contrast * kernel_noise_factor(kernel_passes);
+}
+
+std::string CtScanner::describe() const {
+  return fmt::format("scanner: HU' = {:.0f} + {:.3f} (HU - {:.0f}) {:+.1f}, noise {:.1f} HU, "
+                     "{} kernel{}",
+                     kSoftTissueHu, contrast, kSoftTissueHu, hu_offset, output_noise(),
+                     kernel_passes >= 2 ? "soft" : "standard",
+                     thick_slices ? ", thick slices" : "");
+}
 
 void CtOptions::validate() const {
   if (size < 16 || size > 1024)
     throw Error("--ct-size: " + std::to_string(size) + " is outside [16, 1024] voxels");
+  if (domain < 0 || domain > kMaxTargetDomains)
+    throw Error("ct domain: " + std::to_string(domain) + " is outside [0, " +
+                std::to_string(kMaxTargetDomains) + "]");
   if (!(spacing_xy > 0.0) || !(spacing_z > 0.0))
     throw Error("ct spacing: must be positive");
 }
@@ -58,7 +91,14 @@ CtPhantom make_ct_phantom(const CtOptions& options) {
   ct.hu.resize(count);
   ct.labels.resize(count);
 
-  const uint64_t anatomy_seed = mix_seed(options.seed, 2);
+  const uint64_t seed = domain_seed(options.seed, options.domain);
+  const AnatomyTextures textures(mix_seed(seed, 2));
+  const AnatomyVariant anatomy =
+      options.domain == 0 ? AnatomyVariant{} : AnatomyVariant::target_domain(options.seed,
+                                                                              options.domain);
+  ct.scanner = options.domain == 0 ? CtScanner{}
+                                   : CtScanner::target_domain(options.seed, options.domain);
+  const CtScanner& scanner = ct.scanner;
   for (int64_t k = 0; k < n; ++k)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < n; ++i) {
@@ -69,7 +109,7 @@ CtPhantom make_ct_phantom(const CtOptions& options) {
         p.x = ct.geo.origin[0] + i * ct.geo.spacing[0];
         p.y = ct.geo.origin[1] + j * ct.geo.spacing[1];
         p.z = ct.geo.origin[2] + k * ct.geo.spacing[2];
-        const Tissue t = tissue_at(p, anatomy_seed);
+        const Tissue t = tissue_at(p, textures, anatomy);
         const size_t at = size_t((k * n + j) * n + i);
         ct.hu[at] = t.hu;
         ct.labels[at] = t.label;
@@ -77,10 +117,17 @@ CtPhantom make_ct_phantom(const CtOptions& options) {
 
   // Partial volume, then noise that the reconstruction kernel correlates within each slice.
   for (int axis = 0; axis < 3; ++axis) smooth_axis(ct.hu, ct.extent, axis);
-  Rng rng(mix_seed(options.seed, 3));
-  for (float& v : ct.hu) v += kNoiseBeforeFilter * float(rng.normal());
-  smooth_axis(ct.hu, ct.extent, 1);
-  smooth_axis(ct.hu, ct.extent, 2);
+  if (scanner.thick_slices) smooth_axis(ct.hu, ct.extent, 0);
+  Rng rng(mix_seed(seed, 3));
+  for (float& v : ct.hu) v += scanner.noise_sigma * float(rng.normal());
+  for (int pass = 0; pass < scanner.kernel_passes; ++pass) {
+    smooth_axis(ct.hu, ct.extent, 1);
+    smooth_axis(ct.hu, ct.extent, 2);
+  }
+  if (options.domain != 0) {
+    const float pivot = CtScanner::kSoftTissueHu;
+    for (float& v : ct.hu) v = pivot + scanner.contrast * (v - pivot) + scanner.hu_offset;
+  }
   for (float& v : ct.hu) v = std::clamp(std::round(v), -1024.f, 3071.f);
   return ct;
 }

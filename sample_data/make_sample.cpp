@@ -1,20 +1,31 @@
 // tessera-make-sample: writes the deterministic sample data the demo and the tests use.
-//   tessera-make-sample --out DIR [--size 2048] [--ct-size 128] [--seed 7] [--only scene|ct|all]
+//   tessera-make-sample --out DIR [--size 2048] [--ct-size 128] [--seed 7] [--targets 3]
+//                       [--only scene|ct|all]
+// Besides the source scene and CT, --targets N target domains of each for domain adaptation
+// (scene_t<k>, ct_t<k>, k = 1 … N): another layout or patient seen through another sensor
+// or scanner; their labels are for evaluation only.
 // One summary line per file written; on failure one line naming the file, exit status 1.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "ct_phantom.hpp"
 #include "label_stats.hpp"
+#include "ordered_jobs.hpp"
+#include "random.hpp"
 #include "scene_geotiff.hpp"
 #include "scene_layout.hpp"
+#include "scene_render.hpp"
+#include "scene_sensor.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/io/volume.hpp"
 
@@ -29,10 +40,14 @@ struct MakeSampleOptions {
   int size = 2048;          ///< scene width and height, pixels
   int ct_size = 128;        ///< CT voxels per axis
   uint64_t seed = 7;
+  int targets = 3;           ///< target domains of each kind, 0 … kMaxTargetDomains
   std::string only = "all";  ///< "scene", "ct" or "all"
 
   void validate() const {
     if (out_dir.empty()) throw Error("--out: an output folder is required");
+    if (targets < 0 || targets > kMaxTargetDomains)
+      throw Error("--targets: " + std::to_string(targets) + " is outside [0, " +
+                  std::to_string(kMaxTargetDomains) + "]");
     if (only != "scene" && only != "ct" && only != "all")
       throw Error("--only: '" + only + "' is not one of scene, ct, all");
     SceneOptions{size, seed}.validate();
@@ -52,37 +67,74 @@ std::string mib(const fs::path& path) {
   return fmt::format("{:.2f} MiB", double(bytes) / (1024.0 * 1024.0));
 }
 
-void make_scene(const MakeSampleOptions& o) {
-  const SceneLayout layout = make_scene_layout(SceneOptions{o.size, o.seed});
-  const std::string image = (fs::path(o.out_dir) / "scene.tif").string();
-  const std::string labels = (fs::path(o.out_dir) / "scene_labels.tif").string();
-  write_scene_image(image, layout, o.seed);
-  fmt::print("{}: {}x{} 4-band UInt16 (red green blue nir), EPSG:{}, {} m pixels, {}\n", image,
-             o.size, o.size, kSceneEpsg, kScenePixelMetres, mib(image));
-  write_scene_labels(labels, layout);
-  const Index extent{o.size, o.size};
-  const int64_t held = o.size - (3 * int64_t(o.size)) / 4;
-  const auto all = class_fractions(layout.labels, extent, {0, 0}, extent, kSceneClassCount);
-  const auto back = class_fractions(layout.labels, extent, {0, o.size - held}, {o.size, held},
-                                    kSceneClassCount);
-  fmt::print("{}: {}x{} Byte, {}; all: {}; held back x>={}: {}\n", labels, o.size, o.size,
-             mib(labels), format_fractions(scene_class_names(), all), o.size - held,
-             format_fractions(scene_class_names(), back));
+// File stem of domain k: `base` for the source, `base`_t<k> for target domain k.
+std::string domain_stem(const std::string& base, int k) {
+  return k == 0 ? base : fmt::format("{}_t{}", base, k);
 }
 
-void make_ct(const MakeSampleOptions& o) {
-  const CtPhantom ct = make_ct_phantom(CtOptions{o.ct_size, o.seed});
+constexpr unsigned kMaxWorkers = 4;  // threads writing domains at once
+constexpr const char* kEvaluationOnly = "evaluation only, not for training";
+
+// The source scene (k = 0) or target scene k: its own layout, rendered through its sensor.
+std::string make_scene(const MakeSampleOptions& o, int k) {
+  std::string summary;
+  const uint64_t seed = domain_seed(o.seed, k);
+  const SceneLayout layout = make_scene_layout(SceneOptions{o.size, seed});
+  const SceneSensor sensor = k == 0 ? SceneSensor::source() : SceneSensor::target_domain(o.seed, k);
+  const int size = sensor.output_size(o.size);
   const fs::path dir(o.out_dir);
-  const std::string volume = (dir / "ct.nii.gz").string();
-  const std::string labels = (dir / "ct_labels.nii.gz").string();
-  const std::string dicom = (dir / "ct_dicom").string();
+  const std::string image = (dir / (domain_stem("scene", k) + ".tif")).string();
+  const std::string labels = (dir / (domain_stem("scene", k) + "_labels.tif")).string();
+
+  const std::string domain =
+      k == 0 ? "" : fmt::format("target domain {}: other layout, other sensor", k);
+  write_scene_image(image, layout, sensor, seed,
+                    k == 0 ? "synthetic aerial scene, reflectance x 10000"
+                           : "synthetic aerial scene, " + domain + " (TESSERA_SENSOR)");
+  summary += fmt::format(
+      "{}: {}x{} 4-band UInt16 (red green blue nir), EPSG:{}, {} m pixels, {}{}\n", image, size,
+      size, kSceneEpsg, sensor.pixel_metres,
+      k == 0 ? "" : fmt::format("{} (noise {:.0f} DN, blue haze up to {:.0f} DN), ", domain,
+                                sensor.noise_sigma, sensor.haze[2]),
+      mib(image));
+
+  const std::vector<uint8_t> classes = sensor_labels(layout, sensor);
+  write_scene_labels(labels, classes, size, sensor.pixel_metres,
+                     k == 0 ? ""
+                            : fmt::format("classes of {}, {}", fs::path(image).filename().string(),
+                                          kEvaluationOnly));
+  const Index extent{size, size};
+  const int64_t held = size - (3 * int64_t(size)) / 4;
+  const auto all = class_fractions(classes, extent, {0, 0}, extent, kSceneClassCount);
+  const auto back =
+      class_fractions(classes, extent, {0, size - held}, {size, held}, kSceneClassCount);
+  summary += fmt::format(
+      "{}: {}x{} Byte, {}{}; all: {}; held back x>={}: {}\n", labels, size, size,
+      k == 0 ? "" : fmt::format("{} m pixels, {}, ", sensor.pixel_metres, kEvaluationOnly),
+      mib(labels), format_fractions(scene_class_names(), all), size - held,
+      format_fractions(scene_class_names(), back));
+  return summary;
+}
+
+// The source CT (k = 0, also as DICOM) or target CT k: another patient on another scanner.
+std::string make_ct(const MakeSampleOptions& o, int k) {
+  std::string summary;
+  CtOptions options{o.ct_size, o.seed};
+  options.domain = k;
+  const CtPhantom ct = make_ct_phantom(options);
+  const fs::path dir(o.out_dir);
+  const std::string volume = (dir / (domain_stem("ct", k) + ".nii.gz")).string();
+  const std::string labels = (dir / (domain_stem("ct", k) + "_labels.nii.gz")).string();
   const auto& g = ct.geo;
   const std::string shape = fmt::format("{}x{}x{} (x y z), spacing {}x{}x{} mm", ct.extent[2],
                                         ct.extent[1], ct.extent[0], g.spacing[0], g.spacing[1],
                                         g.spacing[2]);
 
   io::write_volume(volume, ct.extent, ct.geo, ct.hu, /*as_int16=*/true);
-  fmt::print("{}: {} Int16 HU, {}\n", volume, shape, mib(volume));
+  summary += fmt::format(
+      "{}: {} Int16 HU, {}{}\n", volume, shape,
+      k == 0 ? "" : fmt::format("target domain {}: other patient, {}, ", k, ct.scanner.describe()),
+      mib(volume));
 
   io::LabelVolumeWriter writer(labels, ct.extent, ct.geo);
   Block<uint8_t> block;
@@ -94,12 +146,26 @@ void make_ct(const MakeSampleOptions& o) {
   const auto all = class_fractions(ct.labels, ct.extent, {0, 0, 0}, ct.extent, kCtClassCount);
   const auto back = class_fractions(ct.labels, ct.extent, {z0, 0, 0},
                                     {nz - z0, ct.extent[1], ct.extent[2]}, kCtClassCount);
-  fmt::print("{}: {} UInt8, {}; all: {}; held back z>={}: {}\n", labels, shape, mib(labels),
-             format_fractions(ct_class_names(), all), z0,
-             format_fractions(ct_class_names(), back));
+  summary += fmt::format("{}: {} UInt8, {}{}; all: {}; held back z>={}: {}\n", labels, shape,
+                         k == 0 ? "" : fmt::format("{}, ", kEvaluationOnly), mib(labels),
+                         format_fractions(ct_class_names(), all), z0,
+                         format_fractions(ct_class_names(), back));
 
+  if (k != 0) return summary;
+  const std::string dicom = (dir / "ct_dicom").string();
   io::write_dicom_series(dicom, ct.extent, ct.geo, ct.hu);
-  fmt::print("{}/: {} slices, {}\n", dicom, nz, mib(dicom));
+  summary += fmt::format("{}/: {} slices, {}\n", dicom, nz, mib(dicom));
+  return summary;
+}
+
+// Every file to write as a job: the scenes first (the source is the longest job), then the CTs.
+std::vector<SummaryJob> sample_jobs(const MakeSampleOptions& o) {
+  std::vector<SummaryJob> jobs;
+  for (int k = 0; k <= o.targets && o.only != "ct"; ++k)
+    jobs.emplace_back([&o, k] { return make_scene(o, k); });
+  for (int k = 0; k <= o.targets && o.only != "scene"; ++k)
+    jobs.emplace_back([&o, k] { return make_ct(o, k); });
+  return jobs;
 }
 
 }  // namespace
@@ -107,12 +173,17 @@ void make_ct(const MakeSampleOptions& o) {
 int main(int argc, char** argv) {
   MakeSampleOptions options;
   CLI::App app{"Writes Tessera's deterministic sample data: a 4-band GeoTIFF scene with "
-               "labels and a CT volume with labels (NIfTI and DICOM)."};
+               "labels and a CT volume with labels (NIfTI and DICOM), plus target domains of "
+               "both for domain adaptation."};
   app.add_option("--out", options.out_dir, "output folder (created when missing)")->required();
   app.add_option("--size", options.size, "scene width and height in pixels")
       ->capture_default_str();
   app.add_option("--ct-size", options.ct_size, "CT voxels per axis")->capture_default_str();
   app.add_option("--seed", options.seed, "random seed; same seed, same bytes")
+      ->capture_default_str();
+  app.add_option("--targets", options.targets,
+                 "target domains of the scene and of the CT for domain adaptation (0-7); "
+                 "their labels are for evaluation only")
       ->capture_default_str();
   app.add_option("--only", options.only, "what to write: scene, ct or all")
       ->capture_default_str();
@@ -128,10 +199,16 @@ int main(int argc, char** argv) {
     fs::create_directories(options.out_dir, ec);
     if (ec) throw Error(options.out_dir + ": cannot create folder (" + ec.message() + ")");
     const auto start = std::chrono::steady_clock::now();
-    if (options.only != "ct") make_scene(options);
-    if (options.only != "scene") make_ct(options);
+    // Domains are independent and deterministic each, so they run side by side; memory grows
+    // with the workers, hence the cap.
+    const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxWorkers);
+    run_ordered_jobs(sample_jobs(options), workers, [](const std::string& summary) {
+      fmt::print("{}", summary);
+      std::fflush(stdout);
+    });
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    fmt::print("tessera-make-sample: done in {:.1f} s (seed {})\n", took.count(), options.seed);
+    fmt::print("tessera-make-sample: done in {:.1f} s (seed {}, {} target domains)\n",
+               took.count(), options.seed, options.targets);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tessera-make-sample: %s\n", e.what());
     return 1;

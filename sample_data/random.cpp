@@ -1,6 +1,7 @@
 #include "random.hpp"
 
 #include <cmath>
+#include <cstdlib>
 
 namespace tessera::sample {
 namespace {
@@ -12,11 +13,16 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Random value in [0, 1) attached to one lattice point.
-float lattice(int64_t ix, int64_t iy, int64_t iz, uint64_t seed) {
-  uint64_t h = splitmix64(seed ^ static_cast<uint64_t>(ix) * 0x8CB92BA72F3D8DD7ull);
-  h = splitmix64(h ^ static_cast<uint64_t>(iy) * 0xD6E8FEB86659FD93ull);
-  h = splitmix64(h ^ static_cast<uint64_t>(iz) * 0xA0761D6478BD642Full);
+// Random values in [0, 1) attached to lattice points: the hash chains x, then y, then z,
+// so corners that share x (and y) share the first links of the chain.
+uint64_t hash_x(int64_t ix, uint64_t seed) {
+  return splitmix64(seed ^ static_cast<uint64_t>(ix) * 0x8CB92BA72F3D8DD7ull);
+}
+uint64_t hash_xy(uint64_t hx, int64_t iy) {
+  return splitmix64(hx ^ static_cast<uint64_t>(iy) * 0xD6E8FEB86659FD93ull);
+}
+float lattice(uint64_t hxy, int64_t iz) {
+  const uint64_t h = splitmix64(hxy ^ static_cast<uint64_t>(iz) * 0xA0761D6478BD642Full);
   return static_cast<float>(h >> 40) * 0x1.0p-24f;
 }
 
@@ -50,36 +56,67 @@ uint64_t mix_seed(uint64_t seed, uint64_t stream) {
   return splitmix64(splitmix64(seed) ^ splitmix64(stream + 0x51ED27ull));
 }
 
-float value_noise(double x, double y, double cell, uint64_t seed) {
+namespace {
+
+// Fills `c` with the corners of cell (ix, iy[, iz]) unless it holds them already.
+void fill_cell(LatticeCell& c, int64_t ix, int64_t iy, int64_t iz, int dims, uint64_t seed) {
+  if (c.dims == dims && c.ix == ix && c.iy == iy && c.iz == iz) return;
+  const uint64_t x0 = hash_x(ix, seed), x1 = hash_x(ix + 1, seed);
+  const uint64_t xy[4] = {hash_xy(x0, iy), hash_xy(x1, iy), hash_xy(x0, iy + 1),
+                          hash_xy(x1, iy + 1)};
+  for (int dz = 0; dz < dims - 1; ++dz)
+    for (int i = 0; i < 4; ++i) c.corner[dz * 4 + i] = lattice(xy[i], iz + dz);
+  c.ix = ix, c.iy = iy, c.iz = iz, c.dims = dims;
+}
+
+float noise2(double x, double y, double cell, uint64_t seed, LatticeCell& c) {
   const double fx = x / cell, fy = y / cell;
   const double gx = std::floor(fx), gy = std::floor(fy);
-  const auto ix = static_cast<int64_t>(gx), iy = static_cast<int64_t>(gy);
+  fill_cell(c, static_cast<int64_t>(gx), static_cast<int64_t>(gy), 0, 2, seed);
   const float tx = fade(fx - gx), ty = fade(fy - gy);
-  const float top = lerp(lattice(ix, iy, 0, seed), lattice(ix + 1, iy, 0, seed), tx);
-  const float bottom = lerp(lattice(ix, iy + 1, 0, seed), lattice(ix + 1, iy + 1, 0, seed), tx);
+  const float top = lerp(c.corner[0], c.corner[1], tx);
+  const float bottom = lerp(c.corner[2], c.corner[3], tx);
   return lerp(top, bottom, ty);
 }
 
-float value_noise(double x, double y, double z, double cell, uint64_t seed) {
+float noise3(double x, double y, double z, double cell, uint64_t seed, LatticeCell& c) {
   const double fx = x / cell, fy = y / cell, fz = z / cell;
   const double gx = std::floor(fx), gy = std::floor(fy), gz = std::floor(fz);
-  const auto ix = static_cast<int64_t>(gx), iy = static_cast<int64_t>(gy),
-             iz = static_cast<int64_t>(gz);
+  fill_cell(c, static_cast<int64_t>(gx), static_cast<int64_t>(gy), static_cast<int64_t>(gz), 3,
+            seed);
   const float tx = fade(fx - gx), ty = fade(fy - gy), tz = fade(fz - gz);
   float plane[2];
   for (int dz = 0; dz < 2; ++dz) {
-    const float top = lerp(lattice(ix, iy, iz + dz, seed), lattice(ix + 1, iy, iz + dz, seed), tx);
-    const float bottom =
-        lerp(lattice(ix, iy + 1, iz + dz, seed), lattice(ix + 1, iy + 1, iz + dz, seed), tx);
+    const float top = lerp(c.corner[dz * 4 + 0], c.corner[dz * 4 + 1], tx);
+    const float bottom = lerp(c.corner[dz * 4 + 2], c.corner[dz * 4 + 3], tx);
     plane[dz] = lerp(top, bottom, ty);
   }
   return lerp(plane[0], plane[1], tz);
 }
 
-float fbm(double x, double y, double cell, int octaves, uint64_t seed) {
+}  // namespace
+
+float value_noise(double x, double y, double cell, uint64_t seed) {
+  LatticeCell c;
+  return noise2(x, y, cell, seed, c);
+}
+
+float value_noise(double x, double y, double z, double cell, uint64_t seed) {
+  LatticeCell c;
+  return noise3(x, y, z, cell, seed, c);
+}
+
+FractalNoise::FractalNoise(double cell, int octaves, uint64_t seed)
+    : cell_(cell), octaves_(octaves) {
+  if (octaves < 1 || octaves > kMaxOctaves) std::abort();  // a programming error
+  for (int o = 0; o < octaves; ++o) seeds_[o] = mix_seed(seed, static_cast<uint64_t>(o));
+}
+
+float FractalNoise::operator()(double x, double y) const {
   float sum = 0.f, weight = 1.f, total = 0.f;
-  for (int o = 0; o < octaves; ++o) {
-    sum += weight * value_noise(x, y, cell, mix_seed(seed, static_cast<uint64_t>(o)));
+  double cell = cell_;
+  for (int o = 0; o < octaves_; ++o) {
+    sum += weight * noise2(x, y, cell, seeds_[o], cells_[o]);
     total += weight;
     weight *= 0.5f;
     cell *= 0.5;
@@ -87,15 +124,24 @@ float fbm(double x, double y, double cell, int octaves, uint64_t seed) {
   return sum / total;
 }
 
-float fbm(double x, double y, double z, double cell, int octaves, uint64_t seed) {
+float FractalNoise::operator()(double x, double y, double z) const {
   float sum = 0.f, weight = 1.f, total = 0.f;
-  for (int o = 0; o < octaves; ++o) {
-    sum += weight * value_noise(x, y, z, cell, mix_seed(seed, static_cast<uint64_t>(o)));
+  double cell = cell_;
+  for (int o = 0; o < octaves_; ++o) {
+    sum += weight * noise3(x, y, z, cell, seeds_[o], cells_[o]);
     total += weight;
     weight *= 0.5f;
     cell *= 0.5;
   }
   return sum / total;
+}
+
+float fbm(double x, double y, double cell, int octaves, uint64_t seed) {
+  return FractalNoise(cell, octaves, seed)(x, y);
+}
+
+float fbm(double x, double y, double z, double cell, int octaves, uint64_t seed) {
+  return FractalNoise(cell, octaves, seed)(x, y, z);
 }
 
 }  // namespace tessera::sample

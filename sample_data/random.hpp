@@ -32,6 +32,19 @@ class Rng {
 /// A seed for an independent sub-stream (`stream` = purpose or strip number), via splitmix64.
 uint64_t mix_seed(uint64_t seed, uint64_t stream);
 
+/// Target domains for domain adaptation are numbered 1 … kMaxTargetDomains; 0 is the source.
+inline constexpr int kMaxTargetDomains = 7;
+
+/// The seed everything of domain `k` derives from (layout, phantom, textures, noise): `seed`
+/// itself for the source (k = 0), an independent stream for each target domain.
+inline uint64_t domain_seed(uint64_t seed, int k) {
+  return k == 0 ? seed : mix_seed(seed, 0x7A4E7000ull + static_cast<uint64_t>(k));
+}
+
+/// How far target domain k moves from the source, in [0, 1]: 0 for the source, 0.5 for
+/// k = 1 (mild), 0.75 for k = 2, 1 from k = 3 on (later domains differ by their draws).
+inline double domain_shift(int k) { return k == 0 ? 0.0 : (k >= 3 ? 1.0 : 0.25 + 0.25 * k); }
+
 /// Smooth value noise in [0, 1]: random values on a lattice of `cell` units, interpolated
 /// with a C1 smoothstep. Coordinates in any unit (pixels, millimetres).
 float value_noise(double x, double y, double cell, uint64_t seed);
@@ -41,6 +54,31 @@ float value_noise(double x, double y, double z, double cell, uint64_t seed);
 /// octave, normalised back to [0, 1].
 float fbm(double x, double y, double cell, int octaves, uint64_t seed);
 float fbm(double x, double y, double z, double cell, int octaves, uint64_t seed);
+
+/// The random values at the corners of one value-noise lattice cell (x fastest, then y, z).
+struct LatticeCell {
+  int64_t ix = 0, iy = 0, iz = 0;
+  int dims = 0;  ///< 0: empty, 2 or 3: which corners are filled
+  float corner[8] = {};
+};
+
+/// fbm() with its per-octave seeds worked out once and the last lattice cell of each octave
+/// kept, so neighbouring points (a raster row, a volume line) skip most hashing; gives exactly
+/// fbm()'s values. Not thread-safe because of that cache: one object per thread.
+class FractalNoise {
+ public:
+  static constexpr int kMaxOctaves = 4;
+  FractalNoise() = default;
+  FractalNoise(double cell, int octaves, uint64_t seed);
+  float operator()(double x, double y) const;
+  float operator()(double x, double y, double z) const;
+
+ private:
+  double cell_ = 1.0;
+  int octaves_ = 0;
+  uint64_t seeds_[kMaxOctaves] = {};
+  mutable LatticeCell cells_[kMaxOctaves];
+};
 
 /// 0 below `lo`, 1 above `hi`, smooth in between.
 inline float smoothstep(float lo, float hi, float v) {

@@ -35,8 +35,8 @@ struct QuietGdal {
   throw Error(path + ": " + what + (detail.empty() ? "" : " (" + detail + ")"));
 }
 
-DatasetPtr create(const std::string& tmp, const std::string& path, int size, int bands,
-                  GDALDataType type, bool predictor) {
+DatasetPtr create(const std::string& tmp, const std::string& path, int size,
+                  double pixel_metres, int bands, GDALDataType type, bool predictor) {
   GDALAllRegister();
   GDALDriver* driver = GetGDALDriverManager()->GetDriverByName("GTiff");
   if (driver == nullptr) fail(path, "GDAL has no GTiff driver");
@@ -53,8 +53,8 @@ DatasetPtr create(const std::string& tmp, const std::string& path, int size, int
   OGRSpatialReference srs;
   srs.SetAxisMappingStrategy(OAMS_TRADITIONAL_GIS_ORDER);
   if (srs.importFromEPSG(kSceneEpsg) != OGRERR_NONE) fail(path, "cannot build EPSG:32633");
-  double transform[6] = {kSceneOriginEasting, kScenePixelMetres, 0.0,
-                         kSceneOriginNorthing, 0.0, -kScenePixelMetres};
+  double transform[6] = {kSceneOriginEasting, pixel_metres, 0.0,
+                         kSceneOriginNorthing, 0.0, -pixel_metres};
   if (ds->SetSpatialRef(&srs) != CE_None || ds->SetGeoTransform(transform) != CE_None)
     fail(path, "cannot set the georeference");
   return ds;
@@ -71,11 +71,13 @@ void finish(DatasetPtr ds, const std::string& tmp, const std::string& path) {
 
 }  // namespace
 
-void write_scene_image(const std::string& path, const SceneLayout& layout, uint64_t seed) {
+void write_scene_image(const std::string& path, const SceneLayout& layout,
+                       const SceneSensor& sensor, uint64_t seed, const std::string& about) {
   const QuietGdal quiet;
   const std::string tmp = path + ".partial";
+  const int size = sensor.output_size(layout.size);
   try {
-    DatasetPtr ds = create(tmp, path, layout.size, kSceneBands, GDT_UInt16, true);
+    DatasetPtr ds = create(tmp, path, size, sensor.pixel_metres, kSceneBands, GDT_UInt16, true);
     const char* names[kSceneBands] = {"red", "green", "blue", "nir"};
     const GDALColorInterp interp[kSceneBands] = {GCI_RedBand, GCI_GreenBand, GCI_BlueBand,
                                                  GCI_Undefined};
@@ -84,16 +86,17 @@ void write_scene_image(const std::string& path, const SceneLayout& layout, uint6
       band->SetDescription(names[b]);
       band->SetColorInterpretation(interp[b]);
     }
-    ds->SetMetadataItem("TESSERA_SAMPLE", "synthetic aerial scene, reflectance x 10000");
+    ds->SetMetadataItem("TESSERA_SAMPLE", about.c_str());
+    if (sensor.target) ds->SetMetadataItem("TESSERA_SENSOR", sensor.describe().c_str());
 
     std::vector<uint16_t> strip;
     const GSpacing pixel = kSceneBands * sizeof(uint16_t);
-    for (int row0 = 0, id = 0; row0 < layout.size; row0 += kStripRows, ++id) {
-      const int row1 = std::min(layout.size, row0 + kStripRows);
-      render_scene_rows(layout, seed, row0, row1, uint64_t(id), strip);
-      if (ds->RasterIO(GF_Write, 0, row0, layout.size, row1 - row0, strip.data(), layout.size,
-                       row1 - row0, GDT_UInt16, kSceneBands, nullptr, pixel,
-                       pixel * layout.size, sizeof(uint16_t), nullptr) != CE_None)
+    for (int row0 = 0, id = 0; row0 < size; row0 += kStripRows, ++id) {
+      const int row1 = std::min(size, row0 + kStripRows);
+      render_scene_rows(layout, sensor, seed, row0, row1, uint64_t(id), strip);
+      if (ds->RasterIO(GF_Write, 0, row0, size, row1 - row0, strip.data(), size, row1 - row0,
+                       GDT_UInt16, kSceneBands, nullptr, pixel, pixel * size, sizeof(uint16_t),
+                       nullptr) != CE_None)
         fail(path, "cannot write rows " + std::to_string(row0) + "..");
     }
     finish(std::move(ds), tmp, path);
@@ -103,11 +106,13 @@ void write_scene_image(const std::string& path, const SceneLayout& layout, uint6
   }
 }
 
-void write_scene_labels(const std::string& path, const SceneLayout& layout) {
+void write_scene_labels(const std::string& path, const std::vector<uint8_t>& labels, int size,
+                        double pixel_metres, const std::string& about) {
   const QuietGdal quiet;
   const std::string tmp = path + ".partial";
   try {
-    DatasetPtr ds = create(tmp, path, layout.size, 1, GDT_Byte, false);
+    if (labels.size() != size_t(size) * size) throw Error(path + ": label count is not size²");
+    DatasetPtr ds = create(tmp, path, size, pixel_metres, 1, GDT_Byte, false);
     GDALRasterBand* band = ds->GetRasterBand(1);
     band->SetDescription("class");
     GDALColorTable colours;
@@ -125,9 +130,9 @@ void write_scene_labels(const std::string& path, const SceneLayout& layout) {
     for (int c = 0; c < kSceneClassCount; ++c)
       ds->SetMetadataItem(("CLASS_" + std::to_string(c)).c_str(),
                           scene_class_names()[size_t(c)].c_str());
-    if (band->RasterIO(GF_Write, 0, 0, layout.size, layout.size,
-                       const_cast<uint8_t*>(layout.labels.data()), layout.size, layout.size,
-                       GDT_Byte, 0, 0, nullptr) != CE_None)
+    if (!about.empty()) ds->SetMetadataItem("TESSERA_SAMPLE", about.c_str());
+    if (band->RasterIO(GF_Write, 0, 0, size, size, const_cast<uint8_t*>(labels.data()), size,
+                       size, GDT_Byte, 0, 0, nullptr) != CE_None)
       fail(path, "cannot write the labels");
     finish(std::move(ds), tmp, path);
   } catch (...) {

@@ -10,6 +10,9 @@
 
 namespace tessera::sample {
 
+/// Ground size of one layout pixel (and of one pixel of scene.tif).
+inline constexpr double kScenePixelMetres = 0.5;
+
 struct SceneOptions {
   int size = 2048;    ///< width and height in pixels
   uint64_t seed = 7;  ///< same seed, same bytes

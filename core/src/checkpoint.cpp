@@ -169,6 +169,7 @@ void to_json(nlohmann::json& j, const CheckpointMeta& m) {
        {"step", m.step},
        {"epoch", m.epoch}};
   if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
+  if (!m.extra_model.empty()) j["extra_model"] = nlohmann::json::parse(m.extra_model);
 }
 
 void from_json(const nlohmann::json& j, CheckpointMeta& m) {
@@ -179,9 +180,11 @@ void from_json(const nlohmann::json& j, CheckpointMeta& m) {
   m.step = j.value("step", int64_t{0});
   m.epoch = j.value("epoch", int64_t{0});
   m.trainer_state = j.contains("trainer_state") ? j.at("trainer_state").get<std::string>() : std::string();
+  m.extra_model = j.contains("extra_model") ? j.at("extra_model").dump() : std::string();
 }
 
-std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer) {
+std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer,
+                             const torch::nn::Module* extra) {
   try {
     torch::serialize::OutputArchive archive;
     archive.write("tessera_meta", c10::IValue(meta_to_json(meta)));
@@ -192,6 +195,11 @@ std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim
       torch::serialize::OutputArchive opt;
       optimizer->save(opt);
       archive.write("optimizer", opt);
+    }
+    if (extra) {
+      torch::serialize::OutputArchive parts;
+      extra->save(parts);
+      archive.write("extra", parts);
     }
     std::ostringstream bytes;
     archive.save_to(bytes);
@@ -218,6 +226,17 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     throw Error(path + ": checkpoint parameters do not match its description (damaged file?)");
   }
   return out;
+}
+
+void load_checkpoint_extra(const std::string& path, torch::nn::Module& module) {
+  OpenCheckpoint ck = open_checkpoint(path);
+  torch::serialize::InputArchive extra;
+  if (!ck.archive.try_read("extra", extra)) throw Error(path + ": checkpoint holds only a U-Net, no parts beyond it (not a DSN checkpoint)");
+  try {
+    module.load(extra);
+  } catch (const std::exception&) {
+    throw Error(path + ": the parts beyond the U-Net do not match the checkpoint description (damaged file?)");
+  }
 }
 
 void load_optimizer_state(const std::string& path, torch::optim::Optimizer& optimizer) {

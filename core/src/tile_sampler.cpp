@@ -62,7 +62,7 @@ TileSampler::TileSampler(const std::vector<TrainingPair>& data, const UNetOption
   for (const auto& p : data) weights_.push_back(static_cast<double>(p.region.count()));
   std::set<const ImageSource*> checked;
   for (const auto& p : data)
-    if (checked.insert(p.labels).second) check_label_values(*p.labels, model.classes);
+    if (p.labels && checked.insert(p.labels).second) check_label_values(*p.labels, model.classes);
   if (o.foreground_fraction > 0) index_foreground();
 }
 
@@ -132,7 +132,7 @@ Sample TileSampler::load(const BatchPlan& plan) const {
     Window w = read_window(*p.image, in, norm_);
     torch::Tensor target = torch::full(t.out.size, options_.loss.ignore_index, torch::kInt64);
     const Box inside = t.out.clipped(extent);
-    if (!inside.empty()) {
+    if (!inside.empty() && p.labels) {  // unlabelled (a DSN's target domain): all ignored
       torch::Tensor view = target;
       for (int a = 0; a < d; ++a) view = view.narrow(a, inside.origin[a] - t.out.origin[a], inside.size[a]);
       view.copy_(read_labels(*p.labels, inside, model_.classes, options_.loss.ignore_index));
@@ -185,6 +185,7 @@ void TileSampler::index_foreground() {
   std::vector<std::vector<Foreground>> pools(model_.classes);
   std::vector<int64_t> seen(model_.classes, 0);
   for (size_t k = 0; k < data_.size(); ++k) {
+    if (!data_[k].labels) continue;
     const Box& region = data_[k].region;
     const int d = region.dims();
     const int64_t slab = d == 2 ? 256 : 8;

@@ -88,6 +88,46 @@ torch::Tensor UNetImpl::forward(torch::Tensor x) {
   return run_layers(layers_, 0, layers_.size() - 1, modules_, std::move(x), {}, none);
 }
 
+// The sequence with the sizes of `x` (skips are cropped to the consumer's side; with `same`
+// padding that keeps them whole).
+LayerSequence UNetImpl::sequence_for(const torch::Tensor& x) const {
+  TESSERA_CHECK(options_.padding == Padding::kSame && x.dim() == options_.dims + 2);
+  for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(x.size(d) == x.size(2));
+  return unet_layer_sequence(options_, x.size(2));
+}
+
+namespace {
+// The deepest level's last activation: the layer before the first up-sampling step (or the head).
+int code_layer(const LayerSequence& seq) {
+  for (int i = 0; i < seq.size(); ++i) {
+    const LayerKind k = seq.layers[static_cast<size_t>(i)].kind;
+    if (k == LayerKind::kUp || k == LayerKind::kHead) return i - 1;
+  }
+  TESSERA_CHECK(!"a U-Net has a head");
+  return -1;
+}
+}  // namespace
+
+torch::Tensor UNetImpl::encode(torch::Tensor x, std::map<int, torch::Tensor>& skips) {
+  const LayerSequence seq = sequence_for(x);
+  const int last = code_layer(seq);
+  std::vector<LayerModules> m(modules_.begin(), modules_.begin() + last + 1);
+  return run_layers(seq, 0, last, m, std::move(x), {}, skips);
+}
+
+torch::Tensor UNetImpl::decode(torch::Tensor code, const std::map<int, torch::Tensor>& skips) {
+  TESSERA_CHECK(!skips.empty() || options_.levels == 1);
+  // The sequence of the network input's side: the level-0 skip, the largest, has it.
+  const torch::Tensor* widest = &code;
+  for (const auto& [e, t] : skips)
+    if (t.size(2) > widest->size(2)) widest = &t;
+  const LayerSequence seq = sequence_for(*widest);
+  const int first = code_layer(seq) + 1;
+  std::vector<LayerModules> m(modules_.begin() + first, modules_.end());
+  std::map<int, torch::Tensor> none;
+  return run_layers(seq, first, seq.size() - 1, m, std::move(code), skips, none);
+}
+
 ConvNd up_convolution(const UNetOptions& o, int64_t in, int64_t out) {
   const bool transposed = o.decoder == Decoder::kTransposed;
   return ConvNd(o.dims, in, out, transposed ? 2 : 1, 0, transposed ? 2 : 1, transposed);

@@ -4,6 +4,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
+#include "tessera/parallel/model_sync.hpp"
 #include "tessera/parallel/pipeline.hpp"
 
 namespace tessera::parallel {
@@ -22,12 +23,7 @@ PipelineTrainHooks::~PipelineTrainHooks() = default;
 
 void PipelineTrainHooks::on_start(UNet& net) {
   // Replica 0's stage 0 (world rank 0) to its pipeline, then each stage to its replicas.
-  torch::NoGradGuard no_grad;
-  for (Communicator* group : {&pipeline_, &data_}) {
-    for (auto& p : net->parameters()) group->broadcast(p, 0);
-    for (auto& b : net->buffers())
-      if (b.defined()) group->broadcast(b, 0);
-  }
+  broadcast_module(*net, {&pipeline_, &data_});
 }
 
 void PipelineTrainHooks::sum(torch::Tensor& t) { data_.allreduce(t, ReduceOp::kSum); }
@@ -78,14 +74,9 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
 }
 
 void PipelineTrainHooks::on_gradients(UNet& net) {
-  if (pipeline_.size() == 1) return;
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (auto& p : net->parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  allreduce_sum_packed(pipeline_, grads);
+  // Each stage holds its own layers' gradients; the PipelineTrainer already summed them over
+  // the replicas, so only the pipeline remains.
+  if (pipeline_.size() > 1) sum_gradients(net->parameters(), {&pipeline_});
 }
 
 const PipelineStepStats* PipelineTrainHooks::last_step() const { return trainer_ ? &trainer_->last_step() : nullptr; }

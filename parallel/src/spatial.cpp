@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/unet_blocks.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -16,21 +17,6 @@ constexpr int kForwardTag = 7100, kBackwardTag = 7200;
 int64_t product(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
 }
-
-// y = x exchanged across ranks; backward: the adjoint exchange of the gradient.
-struct HaloFunction : torch::autograd::Function<HaloFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const SpatialDecomposition* d, int64_t width) {
-    ctx->saved_data["d"] = reinterpret_cast<int64_t>(d);
-    ctx->saved_data["width"] = width;
-    return d->exchange(x.detach(), width);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto* d = reinterpret_cast<const SpatialDecomposition*>(ctx->saved_data["d"].toInt());
-    return {d->exchange_adjoint(grads[0], ctx->saved_data["width"].toInt()), torch::Tensor(), torch::Tensor()};
-  }
-};
 
 // y = stride-1 convolution of the halo-exchanged x, without padding. Backward keeps x (which
 // the layer before keeps anyway) and the received halo slabs, not the padded copy: it
@@ -70,25 +56,13 @@ struct HaloConvolutionFunction : torch::autograd::Function<HaloConvolutionFuncti
   }
 };
 
-// y = Σ over `groups` of x (one group after the other); backward: the same sum of the gradients.
-struct GroupSumFunction : torch::autograd::Function<GroupSumFunction> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const std::vector<Communicator*>* groups) {
-    ctx->saved_data["groups"] = reinterpret_cast<int64_t>(groups);
-    return sum_over(x.detach(), *groups);
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto* groups = reinterpret_cast<const std::vector<Communicator*>*>(ctx->saved_data["groups"].toInt());
-    return {sum_over(grads[0], *groups), torch::Tensor()};
-  }
-  static torch::Tensor sum_over(const torch::Tensor& x, const std::vector<Communicator*>& groups) {
-    torch::Tensor y = x.contiguous().clone();
+// In place: t summed over each group in turn (ReplicaSum, unet_blocks.hpp).
+ReplicaSum sum_over(std::vector<Communicator*> groups) {
+  return [groups = std::move(groups)](torch::Tensor& t) {
     for (Communicator* g : groups)
-      if (g->size() > 1) g->allreduce(y, ReduceOp::kSum);
-    return y;
-  }
-};
+      if (g->size() > 1) g->allreduce(t, ReduceOp::kSum);
+  };
+}
 
 }  // namespace
 
@@ -183,9 +157,8 @@ SpatialDecomposition::SpatialDecomposition(Communicator& spatial, SpatialMesh me
     throw Error("--sp-mesh " + mesh_.describe() + " has " + std::to_string(mesh_.size()) + " blocks, but --sp is " +
                 std::to_string(spatial_.size()));
   coords_ = mesh_.coordinates(spatial_.rank());
-  image_groups_ = {&spatial_};
-  batch_groups_ = {&spatial_};
-  if (replicas_ != nullptr) batch_groups_.push_back(replicas_);
+  sum_image_ = sum_over({&spatial_});
+  sum_batch_ = replicas_ != nullptr ? sum_over({&spatial_, replicas_}) : sum_image_;
 }
 
 Block SpatialDecomposition::block(const std::vector<int64_t>& sides, int64_t alignment, int rank) const {
@@ -341,21 +314,13 @@ torch::Tensor SpatialDecomposition::exchange_adjoint(const torch::Tensor& padded
   return g;
 }
 
-torch::Tensor SpatialDecomposition::halo(const torch::Tensor& x, int64_t width) const {
-  return HaloFunction::apply(x, this, width);
-}
-
 torch::Tensor SpatialDecomposition::convolve(const torch::Tensor& x, const torch::Tensor& weight,
                                              const torch::Tensor& bias, int64_t width) const {
   return HaloConvolutionFunction::apply(x, weight, bias, this, width);
 }
 
-torch::Tensor SpatialDecomposition::image_sum(const torch::Tensor& x) const {
-  return GroupSumFunction::apply(x, &image_groups_);
-}
+torch::Tensor SpatialDecomposition::image_sum(const torch::Tensor& x) const { return sum_across_ranks(x, sum_image_); }
 
-torch::Tensor SpatialDecomposition::batch_sum(const torch::Tensor& x) const {
-  return GroupSumFunction::apply(x, &batch_groups_);
-}
+torch::Tensor SpatialDecomposition::batch_sum(const torch::Tensor& x) const { return sum_across_ranks(x, sum_batch_); }
 
 }  // namespace tessera::parallel

@@ -5,10 +5,9 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/model_sync.hpp"
 
 namespace tessera::parallel {
-
-int64_t unet_block_alignment(const UNetOptions& o) { return int64_t{1} << (o.levels - 1); }
 
 SpatialTrainHooks::SpatialTrainHooks(Communicator& spatial, Communicator& data, SpatialMesh mesh,
                                      SpatialHookOptions options)
@@ -22,12 +21,7 @@ void SpatialTrainHooks::on_start(UNet& net) {
     throw Error("--sp " + std::to_string(spatial_.size()) +
                 ": spatial parallelism needs a `same`-padding U-Net (use --padding same)");
   // World rank 0 to its spatial group, then each block position to its replicas.
-  torch::NoGradGuard no_grad;
-  for (Communicator* group : {&spatial_, &data_}) {
-    for (auto& p : net->parameters()) group->broadcast(p, 0);
-    for (auto& b : net->buffers())
-      if (b.defined()) group->broadcast(b, 0);
-  }
+  broadcast_module(*net, {&spatial_, &data_});
 }
 
 void SpatialTrainHooks::sum(torch::Tensor& t) { data_.allreduce(t, ReduceOp::kSum); }
@@ -41,7 +35,7 @@ std::optional<HookedStep> SpatialTrainHooks::forward_backward(UNet& net, const t
   HookedStep out;
   out.labelled = labelled.item<double>();
   if (out.labelled <= 0) return out;
-  const int64_t alignment = unet_block_alignment(net->options());
+  const int64_t alignment = unet_alignment(net->options());
   std::vector<int64_t> sides(input.sizes().begin() + 2, input.sizes().end());
   decomposition_.check_halo_fits(sides, alignment, (net->options().kernel - 1) / 2);
   const torch::Tensor block = decomposition_.scatter(input, 2, alignment).contiguous();
@@ -63,16 +57,7 @@ std::optional<HookedStep> SpatialTrainHooks::forward_backward(UNet& net, const t
   return out;
 }
 
-void SpatialTrainHooks::on_gradients(UNet& net) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> grads;
-  for (auto& p : net->parameters()) {
-    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-    grads.push_back(p.grad());
-  }
-  if (spatial_.size() > 1) allreduce_sum_packed(spatial_, grads);
-  if (data_.size() > 1) allreduce_sum_packed(data_, grads);
-}
+void SpatialTrainHooks::on_gradients(UNet& net) { sum_gradients(net->parameters(), {&spatial_, &data_}); }
 
 void SpatialTrainHooks::on_step(int64_t step, double loss) {
   if (step_callback_) step_callback_(step, loss);

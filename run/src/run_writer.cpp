@@ -63,6 +63,7 @@ std::string metrics_line(const StepMetrics& m) {
          {"pixels_per_s", m.pixels_per_s},
          {"elapsed_s", m.elapsed_s}};
   if (m.grad_norm) j["grad_norm"] = *m.grad_norm;
+  for (const auto& [name, value] : m.loss_terms) j["loss_terms"][name] = value;
   return j.dump();
 }
 
@@ -102,6 +103,8 @@ MetricsLog read_metrics(const std::string& path) {
         s.pixels_per_s = j.at("pixels_per_s");
         s.elapsed_s = j.at("elapsed_s");
         s.grad_norm = optional_number(j, "grad_norm");
+        if (j.contains("loss_terms"))
+          for (const auto& [name, value] : j.at("loss_terms").items()) s.loss_terms.emplace_back(name, value.get<double>());
         log.steps.push_back(s);
       }
     } catch (const json::exception&) {

@@ -9,16 +9,10 @@
 # --sp refuses (a `valid` model, a rank count other than --sp, --run-dir, a mesh of another
 # size) is a one-line error, exit 1, no output.
 # Usage: infer_spatial.sh TESSERA MAKE_SAMPLE MPIEXEC
-set -uo pipefail
-T="$1"; GEN="$2"; MPI="$3 --allow-run-as-root --oversubscribe"
-W="$(mktemp -d /tmp/tessera-infer-spatial.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
-failures=0
-pass() { echo "ok   $*"; }
-fail() { failures=$((failures + 1)); echo "FAIL $*"; }
+source "$(dirname "$0")/../lib/mpi.sh" infer-spatial "$@"
 export TESSERA_THREADS=1
 
-"$GEN" --out "$W/s" --size 256 --ct-size 32 >/dev/null || { echo "FAIL generator"; exit 1; }
+sample --size 256 --ct-size 32
 RASTER=(--model unet-tiny --padding same --norm group --init random --seed 3 --classes 4 --input "$W/s/scene.tif" --no-progress)
 VOLUME=(--model unet3d-tiny --padding same --norm instance --init random --seed 3 --classes 3 --input "$W/s/ct.nii.gz" --no-progress)
 
@@ -70,7 +64,7 @@ same() {
 # with REF (REF_PROBS: its probabilities, or "").
 case_() {
   local name="$1" ranks="$2" ref="$3" out="$4" mesh="$5" probs="$6"; shift 6
-  $MPI -np "$ranks" "$T" infer "$@" --output "$out" > "$W/$name.log" 2>&1 \
+  "${MPI[@]}" -np "$ranks" "$T" infer "$@" --output "$out" > "$W/$name.log" 2>&1 \
     || { fail "$name: exit $?: $(tail -3 "$W/$name.log")"; return; }
   same "$name" "$ref" "$out" "$W/$name.log" "$mesh" $probs
 }
@@ -101,7 +95,7 @@ case_ "volume tile 32, 2x2 mesh" 4 "$W/vone32.nii" "$W/vfour32.nii" "4 (mesh 2 Ã
 echo "== no staged leftovers; --probabilities under --sp"
 left=$(find "$W" -name '*.partial*')
 [ -z "$left" ] && pass "no staged (.partial) files left by any rank" || fail "staged files left: $left"
-$MPI -np 2 "$T" infer "${RASTER[@]}" --tile 64 --sp 2 --output "$W/ptwo.tif" --probabilities "$W/ptwo_p.tif" \
+"${MPI[@]}" -np 2 "$T" infer "${RASTER[@]}" --tile 64 --sp 2 --output "$W/ptwo.tif" --probabilities "$W/ptwo_p.tif" \
   > "$W/ptwo.log" 2>&1 || fail "--sp 2 --probabilities: $(tail -3 "$W/ptwo.log")"
 /usr/bin/python3 - "$W/one64p.tif" "$W/ptwo_p.tif" <<'PY' && pass "--probabilities under --sp 2 within 1e-4 of one process" \
   || fail "--probabilities under --sp 2 differ from one process"
@@ -118,7 +112,7 @@ echo "== refusals: one line, exit 1, no output"
 refuse() {
   local name="$1" ranks="$2" want="$3"; shift 3
   rm -f "$W/bad.tif"
-  $MPI -np "$ranks" "$T" infer "$@" --output "$W/bad.tif" > "$W/bad.out" 2> "$W/bad.err"; local rc=$?
+  "${MPI[@]}" -np "$ranks" "$T" infer "$@" --output "$W/bad.tif" > "$W/bad.out" 2> "$W/bad.err"; local rc=$?
   if [ $rc -ne 0 ] && grep -qF -- "$want" "$W/bad.err" && [ ! -e "$W/bad.tif" ]; then
     pass "$name: $(grep -F -- "$want" "$W/bad.err" | head -1)"
   else
@@ -130,5 +124,4 @@ refuse "ranks != --sp" 4 "needs exactly 2 ranks" "${RASTER[@]}" --tile 64 --sp 2
 refuse "--sp with --run-dir" 2 "--run-dir" "${RASTER[@]}" --tile 64 --sp 2 --run-dir "$W/run"
 refuse "mesh != --sp" 2 "--sp-mesh 2x2" "${RASTER[@]}" --tile 64 --sp 2 --sp-mesh 2x2
 
-echo "== $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -286,3 +286,39 @@ TEST(ModelJson, SpellsTheYamlKeysAndReadsOldCheckpoints) {
 
 }  // namespace
 }  // namespace tessera::cli
+
+// ---- a Domain Separation Network's data --------------------------------------------------
+
+namespace tessera::cli {
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DsnConfig, SourceAndTargetsAreRequiredAndOnlyForADsn) {
+  const std::string dsn = "model: {kind: dsn}\n";
+  const RunConfig c = parse(dsn + "data: {source: {pairs: [{image: a.tif, labels: b.tif}]}, targets: [{images: [t.tif, u.tif]}]}\n");
+  EXPECT_TRUE(c.model.is_dsn());
+  ASSERT_EQ(c.data.targets.size(), 1u);
+  EXPECT_EQ(c.data.targets[0].images.size(), 2u);
+  EXPECT_EQ(c.data.source.pairs.at(0).labels, "b.tif");
+  EXPECT_NE(error_of(dsn + "data: {pairs: [{image: a.tif, labels: b.tif}], targets: [{images: [t.tif]}]}\n").find("data.source.pairs"),
+            std::string::npos);
+  EXPECT_NE(error_of(dsn + "data: {source: {pairs: [{image: a.tif, labels: b.tif}]}}\n").find("data.targets"), std::string::npos);
+  EXPECT_NE(error_of(dsn + "data: {source: {pairs: [{image: a.tif}]}, targets: [{images: [t.tif]}]}\n").find("labels"),
+            std::string::npos);
+  EXPECT_NE(error_of(dsn + "data: {source: {pairs: [{image: a.tif, labels: b.tif}]}, targets: [{images: []}]}\n").find("images"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "model: {kind: dnn}\n").find("unet or dsn"), std::string::npos);
+  EXPECT_NE(error_of("data: {pairs: [{image: a.tif, labels: b.tif}], targets: [{images: [t.tif]}]}\n").find("kind dsn"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::cli

@@ -10,24 +10,18 @@
 #     (TESSERA_TEST_THROW): the job ends at once, long before any timeout;
 #   - a bad config on every rank; and a rank killed by SIGKILL (mpirun's own message).
 # Usage: mpi_cli.sh TESSERA MAKE_SAMPLE MPIEXEC
-set -uo pipefail
-T="$1"; GEN="$2"; MPI="$3 --allow-run-as-root --oversubscribe"
-W="$(mktemp -d /tmp/tessera-mpi-cli.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
-failures=0
-pass() { echo "ok   $*"; }
-fail() { failures=$((failures + 1)); echo "FAIL $*"; }
+source "$(dirname "$0")/../lib/mpi.sh" mpi-cli "$@"
 checksum() { gdalinfo -checksum "$1" | grep -o 'Checksum=[0-9]*'; }
 geo() { gdalinfo -json "$1" | /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print(j["geoTransform"], j["size"])'; }
 
-"$GEN" --out "$W/s" --size 384 --ct-size 32 >/dev/null || { echo "FAIL generator"; exit 1; }
+sample --size 384 --ct-size 32
 S="$W/s"
 export TESSERA_THREADS=1
 
 echo "== sample-parallel inference equals one process"
 "$T" infer --model unet-tiny --init random --seed 3 --classes 4 --input "$S/scene.tif" --output "$W/one.tif" \
   --tile 64 --no-progress >/dev/null || fail "single-process infer"
-$MPI -np 2 "$T" infer --model unet-tiny --init random --seed 3 --classes 4 --input "$S/scene.tif" \
+"${MPI[@]}" -np 2 "$T" infer --model unet-tiny --init random --seed 3 --classes 4 --input "$S/scene.tif" \
   --output "$W/two.tif" --tile 64 --run-dir "$W/run2" --no-progress > "$W/two.log" 2>&1 || fail "mpirun -np 2 infer: $(tail -3 "$W/two.log")"
 [ "$(checksum "$W/one.tif")" = "$(checksum "$W/two.tif")" ] && [ "$(geo "$W/one.tif")" = "$(geo "$W/two.tif")" ] \
   && pass "2 ranks: same labels ($(checksum "$W/two.tif")), same geotransform and size; $(grep -o 'per rank: [0-9 ]*' "$W/two.log")" \
@@ -38,7 +32,7 @@ ls "$W/run2/telemetry/rank-0.jsonl" "$W/run2/telemetry/rank-1.jsonl" >/dev/null 
 echo "== SIGKILL during sample-parallel inference, then rerun"
 big=(infer --model unet-tiny --init random --seed 3 --classes 4 --input "$S/scene.tif" --tile 32 --no-progress)
 "$T" "${big[@]}" --output "$W/ref32.tif" >/dev/null || fail "single-process infer --tile 32"
-$MPI -np 2 "$T" "${big[@]}" --output "$W/killed.tif" --run-dir "$W/runk" >/dev/null 2>&1 &
+"${MPI[@]}" -np 2 "$T" "${big[@]}" --output "$W/killed.tif" --run-dir "$W/runk" >/dev/null 2>&1 &
 job=$!
 for _ in $(seq 1 600); do
   n=$(ls "$W/runk/tiles/killed.tif/" 2>/dev/null | grep -c '^tile-.*\.tif$')
@@ -49,19 +43,19 @@ kids=$(pgrep -P "$job" 2>/dev/null)
 kill -9 "$job" $kids 2>/dev/null; wait "$job" 2>/dev/null
 before=$(ls "$W/runk/tiles/killed.tif/" | grep -c '^tile-.*\.tif$')
 [ ! -e "$W/killed.tif" ] && pass "killed after $before of 144 tiles, no output file" || fail "killed run left an output file"
-$MPI -np 2 "$T" "${big[@]}" --output "$W/killed.tif" --run-dir "$W/runk" > "$W/resume.log" 2>&1 || fail "rerun: $(tail -3 "$W/resume.log")"
+"${MPI[@]}" -np 2 "$T" "${big[@]}" --output "$W/killed.tif" --run-dir "$W/runk" > "$W/resume.log" 2>&1 || fail "rerun: $(tail -3 "$W/resume.log")"
 kept=$(grep -o '[0-9]* kept' "$W/resume.log" | grep -o '[0-9]*')
 [ "$(checksum "$W/killed.tif")" = "$(checksum "$W/ref32.tif")" ] && [ "${kept:-0}" -ge 1 ] \
   && pass "rerun kept $kept finished tiles, mosaic identical to an uninterrupted run" \
   || fail "resumed mosaic differs or nothing kept (kept ${kept:-?}): $(tail -2 "$W/resume.log")"
 
-# Starts `$MPI ARGS…` in the background (stdout and stderr to $W/NAME.out, .err) and waits
+# Starts `mpirun ARGS…` in the background (stdout and stderr to $W/NAME.out, .err) and waits
 # for it to end. The clock starts when MARK appears on its stderr (empty: at launch); a job
 # still running LIMIT seconds later is killed and reported as hung. Sets rc and took.
 run_job() {
   local name=$1 mark=$2 limit=$3 job t0
   shift 3
-  $MPI "$@" > "$W/$name.out" 2> "$W/$name.err" &
+  "${MPI[@]}" "$@" > "$W/$name.out" 2> "$W/$name.err" &
   job=$!
   t0=$(date +%s)
   if [ -n "$mark" ]; then
@@ -79,22 +73,6 @@ run_job() {
     wait "$job"; rc=$?
   fi
 }
-# Per-step losses of two runs equal within 1e-5 relative (SGD: a gradient scale error moves
-# them; Adam would normalise it away).
-same_losses() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, sys
-def losses(run):
-    return [(j["step"], j["loss"]) for j in map(json.loads, open(run + "/metrics.jsonl")) if "loss" in j]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-if not a or [s for s, _ in a] != [s for s, _ in b]:
-    print(f"steps {[s for s, _ in a]} against {[s for s, _ in b]}"); sys.exit(1)
-worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(a, b))
-print(f"steps {a[0][0]}…{a[-1][0]}, worst relative loss difference {worst:.1e}")
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
-}
-
 echo "== data-parallel train through the CLI equals one process"
 cat > "$W/train.yaml" <<YAML
 run_dir: run
@@ -103,7 +81,7 @@ data:
   pairs: [{image: s/scene.tif, labels: s/scene_labels.tif}]
 train: {tile: 32, batch: 2, steps: 3, seed: 1, checkpoint_every: 2, optimizer: sgd, learning_rate: 0.01}
 YAML
-$MPI -np 2 "$T" train --config "$W/train.yaml" --no-progress > "$W/train.log" 2>&1 || fail "mpirun -np 2 train: $(tail -3 "$W/train.log")"
+"${MPI[@]}" -np 2 "$T" train --config "$W/train.yaml" --no-progress > "$W/train.log" 2>&1 || fail "mpirun -np 2 train: $(tail -3 "$W/train.log")"
 lines=$(wc -l < "$W/run/metrics.jsonl" 2>/dev/null)
 [ "${lines:-0}" -eq 3 ] && grep -q '"global_batch":4' "$W/run/metrics.jsonl" \
   && pass "one metrics.jsonl with 3 steps at global batch 4" || fail "metrics.jsonl: ${lines:-none} lines"
@@ -123,7 +101,7 @@ cmp=$(same_losses "$W/one" "$W/run") && pass "2 ranks × batch 2 = one process �
   || fail "2-rank losses differ from one process with the global batch: $cmp"
 
 echo "== a 2-rank checkpoint resumes on 4 ranks (replicated state), as one process would"
-$MPI -np 4 "$T" train --config "$W/train.yaml" --steps 5 --resume auto --no-progress > "$W/resume4.log" 2>&1 \
+"${MPI[@]}" -np 4 "$T" train --config "$W/train.yaml" --steps 5 --resume auto --no-progress > "$W/resume4.log" 2>&1 \
   || fail "resume on 4 ranks: $(tail -3 "$W/resume4.log")"
 steps=$(/usr/bin/python3 -c 'import json,sys; print(",".join(str(json.loads(l)["step"]) for l in open(sys.argv[1]) if "loss" in l))' "$W/run/metrics.jsonl")
 [ "$steps" = "1,2,3,4,5" ] && grep -q '"global_batch":8' "$W/run/metrics.jsonl" && grep -q "resumed from step 3 " "$W/resume4.log" \
@@ -134,7 +112,7 @@ cmp=$(same_losses "$W/one" "$W/run") && pass "resumed on 4 ranks = one process r
   || fail "losses after the 4-rank resume differ from one process: $cmp"
 
 echo "== a failing rank ends the job with its rank named"
-$MPI -np 2 "$T" train --config "$W/missing.yaml" > /dev/null 2> "$W/err.txt"; rc=$?
+"${MPI[@]}" -np 2 "$T" train --config "$W/missing.yaml" > /dev/null 2> "$W/err.txt"; rc=$?
 [ $rc -ne 0 ] && grep -q "tessera: error: rank [01]: .*missing.yaml" "$W/err.txt" \
   && pass "exit $rc: $(grep -m1 'tessera: error' "$W/err.txt")" || fail "exit $rc: $(head -3 "$W/err.txt")"
 
@@ -179,7 +157,7 @@ msg=$(grep -m1 'tessera: error' "$W/infthrow.err")
 
 echo "== killing one rank of a 4-rank training ends the job within 60 s"
 start=$(date +%s)
-$MPI -np 4 -x TESSERA_COLLECTIVE_TIMEOUT=200 "$T" train --config "$W/long.yaml" --run-dir "$W/run4" --no-progress \
+"${MPI[@]}" -np 4 -x TESSERA_COLLECTIVE_TIMEOUT=200 "$T" train --config "$W/long.yaml" --run-dir "$W/run4" --no-progress \
   > /dev/null 2> "$W/err4.txt" &
 job=$!
 for _ in $(seq 1 1200); do [ -s "$W/run4/metrics.jsonl" ] && break; sleep 0.05; done
@@ -197,5 +175,4 @@ else
     || fail "exit $rc, killed rank ${victim_rank:-?}: $(head -5 "$W/err4.txt")"
 fi
 
-echo "== $failures failures"
-[ $failures -eq 0 ]
+finish

@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "error_of.hpp"
 #include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
@@ -52,14 +53,7 @@ double relative(const torch::Tensor& a, const torch::Tensor& b) {
   return (a - b).abs().max().item<double>() / std::max(scale, 1e-30);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no tessera::Error thrown)";
-}
+using test::error_of;
 
 // --- meshes for the world's size -----------------------------------------------------------
 

@@ -19,30 +19,8 @@
 # `valid` model (--padding same), --pp with --sp, a mesh that is not --sp blocks or has more
 # axes than the model, a tile that does not split into blocks.
 # Usage: spatial_train.sh TESSERA MAKE_SAMPLE MPIEXEC
-set -uo pipefail
-T="$1"; GEN="$2"; MPIEXEC="$3"
-W="$(mktemp -d /tmp/tessera-sptrain.XXXXXX)"
-trap 'rm -rf "$W"' EXIT
-failures=0
-pass() { echo "ok   $*"; }
-fail() { failures=$((failures + 1)); echo "FAIL $*"; }
-mpi() { "$MPIEXEC" --allow-run-as-root --oversubscribe "$@"; }
-"$GEN" --out "$W/s" --size 256 --only scene >/dev/null || { echo "FAIL generator"; exit 1; }
-
-# Per-step losses of two runs equal within 1e-5 relative; prints the worst difference.
-same_losses() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import json, sys
-def losses(run):
-    return [(j["step"], j["loss"]) for j in map(json.loads, open(run + "/metrics.jsonl")) if "loss" in j]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-if len(a) < 6 or [s for s, _ in a] != [s for s, _ in b] or any(x is None for _, x in a + b):
-    print(f"steps {[s for s, _ in a]} against {[s for s, _ in b]}"); sys.exit(1)
-worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(a, b))
-print(f"{len(a)} steps, losses {a[0][1]:.4f} … {a[-1][1]:.4f}, worst relative difference {worst:.1e}")
-sys.exit(0 if worst <= 1e-5 else 1)
-PY
-}
+source "$(dirname "$0")/../lib/mpi.sh" sptrain "$@"
+sample --size 256 --only scene
 
 # config NAME OPTIMIZER LR NORM ACCUMULATE: a small same-padding U-Net on 32 px tiles.
 config() {
@@ -57,20 +35,6 @@ YAML
 config sgd sgd 0.05 group 2
 config adam adam 0.002 none 2
 config bn sgd 0.05 batch 1  # with accumulate 2 ill-conditioned: --threads 3 differs from 1 by 5e-3
-
-# run NAME CONFIG RANKS FLAGS…: trains into $W/NAME; false (and says why) when it fails.
-run() {
-  local name=$1 cfg=$2 ranks=$3
-  shift 3
-  local cmd=("$T" train --config "$W/$cfg.yaml" --threads 1 --no-progress --run-dir "$W/$name" "$@")
-  if [ "$ranks" -eq 1 ]; then "${cmd[@]}" > "$W/$name.log" 2>&1; else mpi -np "$ranks" "${cmd[@]}" > "$W/$name.log" 2>&1; fi ||
-    { fail "$name: $(grep -m1 'tessera: error' "$W/$name.log" || tail -2 "$W/$name.log")"; return 1; }
-}
-# compare REFERENCE NAME WHAT
-compare() {
-  local cmp
-  cmp=$(same_losses "$W/$1" "$W/$2") && pass "$3: $cmp" || fail "$3 differs from one process: $cmp"
-}
 
 for opt in sgd adam; do
   echo "== $opt"
@@ -102,7 +66,7 @@ echo "== refusals: one line, non-zero exit, no run directory"
 refused() {
   local name=$1 pattern=$2 ranks=$3
   shift 3
-  if mpi -np "$ranks" "$T" train --config "$W/sgd.yaml" --threads 1 --no-progress --run-dir "$W/$name" "$@" \
+  if "${MPI[@]}" -np "$ranks" "$T" train --config "$W/sgd.yaml" --threads 1 --no-progress --run-dir "$W/$name" "$@" \
        > "$W/$name.log" 2>&1; then
     fail "$name: accepted"; return
   fi
@@ -116,5 +80,4 @@ refused meshsize "--sp-mesh 2x2: 4 blocks, but --sp 2" 2 --sp 2 --sp-mesh 2x2
 refused meshaxes "--sp-mesh 2x1x1: 3 axes for a 2-D model" 2 --sp 2 --sp-mesh 2x1x1
 refused tile "sgd.yaml: train.tile on axis 0 of --sp 4 (mesh 4 × 1): side 16 cannot be split into 4 blocks" 4 --sp 4 --tile 16
 
-echo "== $failures failures"
-[ $failures -eq 0 ]
+finish

@@ -97,6 +97,40 @@ TEST(SpatialPlan, DecomposedLayersKeepWhatOneProcessKeepsOnOneBlock) {
   EXPECT_EQ(spatial_plan(gn, {1, 1}).bytes, gn_one_process);
 }
 
+// The halo-slab term on split meshes, against slab bytes counted by hand. unet-tiny (4 levels,
+// 16 filters, two 3×3 convolutions per level, 4 input bands) on a 64² input has 14 K > 1
+// convolutions; their input channels, by the side they run at:
+//   side 64: enc0 4, 16;   dec0 32, 16    Σ  68
+//   side 32: enc1 16, 32;  dec1 64, 32    Σ 144
+//   side 16: enc2 32, 64;  dec2 128, 64   Σ 288
+//   side  8: enc3 64, 128                 Σ 192
+// A convolution keeps two slabs of width 1 per split axis (the planner's interior worst case),
+// each C_in × (the block's cross-section, including earlier axes' halos) floats:
+//   2 × 1 (block s/2 × s):   2 rows of s                          → 2s per channel;
+//   2 × 2 (block s/2 × s/2): 2 rows of s/2, then 2 columns of s/2 + 2 → 2s + 4 per channel.
+// Everything else is the one-process model on the block, which the references give: for 2 × 2
+// the unsplit plan of the 32² block; for 2 × 1 (a 32 × 64 block, no cube) the same mesh with
+// 1 × 1 kernels, which have no halo and (checked on one rank) keep what 3 × 3 ones keep.
+TEST(SpatialPlan, HaloSlabsAddTheirBytesOnSplitMeshes) {
+  const UNetOptions k3 = unet_preset("unet-tiny").with_padding(Padding::kSame);
+  const UNetOptions k1 = UNetOptions(k3).with_kernel(1);
+  const auto opts = SpatialPlanOptions().with_micro_batch(3);
+  const int64_t sum_channels_by_side = 68 * 64 + 144 * 32 + 288 * 16 + 192 * 8;
+  const int64_t sum_channels = 68 + 144 + 288 + 192;
+  const int64_t slabs_2x1 = 4 * 2 * sum_channels_by_side;
+  const int64_t slabs_2x2 = 4 * (2 * sum_channels_by_side + 4 * sum_channels);
+
+  const LayerSequence seq = unet_layer_sequence(k3, 64), seq_k1 = unet_layer_sequence(k1, 64);
+  ASSERT_EQ(spatial_plan(seq, {1, 1}, opts).activation_bytes, spatial_plan(seq_k1, {1, 1}, opts).activation_bytes)
+      << "the reference for 2 × 1 assumes the layer model's activations do not depend on K";
+  EXPECT_EQ(spatial_plan(seq, {2, 1}, opts).activation_bytes - spatial_plan(seq_k1, {2, 1}, opts).activation_bytes,
+            3 * slabs_2x1);
+  const SpatialPlan mesh = spatial_plan(seq, {2, 2}, opts);
+  ASSERT_EQ(mesh.largest_block, (std::vector<int64_t>{32, 32}));
+  const SpatialPlan block = spatial_plan(unet_layer_sequence(k3, 32), {1, 1}, opts);
+  EXPECT_EQ(mesh.activation_bytes - block.activation_bytes, 3 * slabs_2x2);
+}
+
 TEST(SpatialPlan, HaloTimeIsLatencyPerMessagePlusBytesOverBandwidth) {
   const LayerSequence seq = unet_layer_sequence(same_tiny(), 128);
   const SpatialPlan bytes_only = spatial_plan(seq, {4, 1}, SpatialPlanOptions().with_latency_seconds(0).with_bytes_per_second(1e6));

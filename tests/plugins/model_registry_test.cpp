@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "error_of.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_registry.hpp"
 #include "tessera/core/unet.hpp"
@@ -19,14 +20,7 @@ int64_t parameter_count(const torch::nn::Module& m) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no tessera::Error thrown)";
-}
+using test::error_of;
 
 TEST(ModelRegistry, BuiltInsAreUNetItsPresetsLossesAndArgmax) {
   const ModelRegistry r;

@@ -76,8 +76,7 @@ NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
 
 namespace {
 
-// y = Σ_replicas x; its backward is the same sum of the incoming gradients, so every
-// replica's backward receives the derivative of the global loss, not only its own share.
+// sum_across_ranks as an autograd function.
 struct ReplicaSumFunction : torch::autograd::Function<ReplicaSumFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const ReplicaSum* sum) {
     ctx->saved_data["sum"] = reinterpret_cast<int64_t>(sum);
@@ -96,12 +95,16 @@ struct ReplicaSumFunction : torch::autograd::Function<ReplicaSumFunction> {
 
 }  // namespace
 
+torch::Tensor sum_across_ranks(const torch::Tensor& x, const ReplicaSum& sum) {
+  return ReplicaSumFunction::apply(x, &sum);
+}
+
 torch::Tensor NormNdImpl::synchronised_forward(const torch::Tensor& x) {
   const int64_t c = x.size(1);
   std::vector<int64_t> reduce{0};
   for (int64_t d = 2; d < x.dim(); ++d) reduce.push_back(d);
   const auto local = torch::cat({x.sum(reduce), (x * x).sum(reduce)});
-  const auto global = ReplicaSumFunction::apply(local, &sync_);
+  const auto global = sum_across_ranks(local, sync_);
   torch::Tensor count = torch::full({1}, static_cast<float>(x.numel() / c));
   sync_(count);
   const double n = count.item<double>();
@@ -148,17 +151,20 @@ struct DecomposedNormFunction : torch::autograd::Function<DecomposedNormFunction
                                const torch::Tensor& bias, const Decomposition* d, bool batch, int64_t groups,
                                std::vector<torch::Tensor>* stats) {
     const torch::Tensor g = grouped(x, batch, groups);
-    const double n = global_sum(*d, batch, torch::full({1}, static_cast<double>(g.size(2)), torch::kFloat64))
-                         .item<double>();
-    const torch::Tensor mean = global_sum(*d, batch, g.sum(2, /*keepdim=*/true)) / n;
+    // The element count n rides in the same sum as the means' numerators (blocks, and batches,
+    // may differ between ranks): no collective and no host synchronisation of its own.
+    const torch::Tensor local_sums = g.sum(2, /*keepdim=*/true);
+    const torch::Tensor sums = global_sum(
+        *d, batch, torch::cat({local_sums.flatten(), torch::full({1}, static_cast<double>(g.size(2)), g.options())}));
+    const torch::Tensor n = sums.narrow(0, local_sums.numel(), 1);
+    const torch::Tensor mean = sums.narrow(0, 0, local_sums.numel()).view_as(local_sums) / n;
     const torch::Tensor var = global_sum(*d, batch, (g - mean).square_().sum(2, /*keepdim=*/true)) / n;
     const torch::Tensor rstd = torch::rsqrt(var + 1e-5);
-    *stats = {mean, var, torch::full({1}, n, torch::kFloat64)};
-    ctx->save_for_backward({x, weight, mean, rstd});
+    *stats = {mean, var, n};
+    ctx->save_for_backward({x, weight, mean, rstd, n});
     ctx->saved_data["d"] = reinterpret_cast<int64_t>(d);
     ctx->saved_data["batch"] = batch;
     ctx->saved_data["groups"] = groups;
-    ctx->saved_data["n"] = n;
     const torch::Tensor xhat = ungrouped((g - mean).mul_(rstd), x, batch);
     // A new tensor, not a view of x̂ (the caller's in-place ReLU may modify it).
     return xhat.mul(weight.view(channel_shape(x))).add_(bias.view(channel_shape(x)));
@@ -167,11 +173,10 @@ struct DecomposedNormFunction : torch::autograd::Function<DecomposedNormFunction
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3];
+    const torch::Tensor &x = saved[0], &weight = saved[1], &mean = saved[2], &rstd = saved[3], &n = saved[4];
     const auto* d = reinterpret_cast<const Decomposition*>(ctx->saved_data["d"].toInt());
     const bool batch = ctx->saved_data["batch"].toBool();
     const int64_t groups = ctx->saved_data["groups"].toInt();
-    const double n = ctx->saved_data["n"].toDouble();
     const torch::Tensor g = grads[0].contiguous();
     const torch::Tensor xhat_g = (grouped(x, batch, groups) - mean).mul_(rstd);
     const torch::Tensor xhat = ungrouped(xhat_g, x, batch);
@@ -196,9 +201,9 @@ torch::Tensor NormNdImpl::decomposed_forward(const torch::Tensor& x, const Decom
   if (batch) {
     torch::NoGradGuard no_grad;
     const int64_t c = x.size(1);
-    const double n = stats[2].item<double>();
+    const torch::Tensor& n = stats[2];
     running_mean_.mul_(0.9).add_(stats[0].view({c}), 0.1);
-    running_var_.mul_(0.9).add_(stats[1].view({c}) * (n / std::max(n - 1.0, 1.0)), 0.1);
+    running_var_.mul_(0.9).add_(stats[1].view({c}) * (n / (n - 1).clamp_min(1)), 0.1);
   }
   return y;
 }

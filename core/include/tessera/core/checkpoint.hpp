@@ -31,6 +31,10 @@ struct CheckpointMeta {
   /// The trainer's own state for resuming (JSON: sampler random state, validation history);
   /// opaque to everyone else, empty in checkpoints not written by the trainer.
   std::string trainer_state;
+  /// What the file holds beyond the U-Net, as JSON ({"kind": "dsn", "domains": D, "options":
+  /// {…}} for a Domain Separation Network, whose other parts are the file's extra module);
+  /// empty for a plain U-Net. Inference reads only the U-Net either way.
+  std::string extra_model;
 };
 
 /// The description as JSON: {"model", "normalization": {"offset", "scale"}, "class_names",
@@ -42,7 +46,9 @@ void from_json(const nlohmann::json& j, CheckpointMeta& meta);
 
 /// The complete checkpoint file (format version 2: LibTorch archive + checksum trailer) of
 /// `net`, `meta` and, when given, the optimiser state. No I/O; throws tessera::Error.
-std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer = nullptr);
+/// `extra` (optional): a module stored beside the U-Net (see CheckpointMeta::extra_model).
+std::string checkpoint_bytes(UNet& net, const CheckpointMeta& meta, torch::optim::Optimizer* optimizer = nullptr,
+                             const torch::nn::Module* extra = nullptr);
 
 struct LoadedCheckpoint {
   UNet net{nullptr};
@@ -54,6 +60,10 @@ struct LoadedCheckpoint {
 LoadedCheckpoint load_checkpoint(const std::string& path);
 /// Restores an optimiser built over the parameters of load_checkpoint(path).net.
 void load_optimizer_state(const std::string& path, torch::optim::Optimizer& optimizer);
+
+/// Loads the module stored beside the U-Net into `module` (same structure as when saved).
+/// Throws tessera::Error("<path>: …") when the file holds none or its parameters differ.
+void load_checkpoint_extra(const std::string& path, torch::nn::Module& module);
 
 /// Reads only the description (the whole file is still checked against its checksum).
 CheckpointMeta read_checkpoint_meta(const std::string& path);

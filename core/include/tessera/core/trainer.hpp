@@ -81,7 +81,7 @@ struct TrainOptions {
 
 struct TrainingPair {
   const ImageSource* image = nullptr;
-  const ImageSource* labels = nullptr;
+  const ImageSource* labels = nullptr;  ///< null: unlabelled (a DSN target domain; every pixel ignored)
   Box region;  ///< the labelled area tiles are drawn from (output pixels), inside the image
 };
 

@@ -33,6 +33,12 @@ class UNetImpl : public torch::nn::Module {
   /// from the current torch seed).
   explicit UNetImpl(UNetOptions options);
   torch::Tensor forward(torch::Tensor x);
+  /// The encoder alone, for the DSN: layers up to the deepest level's last activation (the
+  /// code), keeping in `skips` (by skip index) what decode() consumes. `same` padding, input
+  /// sides equal on every axis. decode(encode(x, s), s) == forward(x).
+  torch::Tensor encode(torch::Tensor x, std::map<int, torch::Tensor>& skips);
+  /// The decoder and head on encode()'s code and skips.
+  torch::Tensor decode(torch::Tensor code, const std::map<int, torch::Tensor>& skips);
   const UNetOptions& options() const { return options_; }
   /// Batch norm layers take their training statistics over all replicas (see NormNdImpl).
   void synchronise_batch_norm(const ReplicaSum& sum);
@@ -47,6 +53,7 @@ class UNetImpl : public torch::nn::Module {
   bool channels_last_ = false;
   LayerSequence layers_;  // the forward's order and skips (sizes: the smallest valid input, unused)
   std::vector<LayerModules> modules_;  // by layer index
+  LayerSequence sequence_for(const torch::Tensor& x) const;
 };
 TORCH_MODULE(UNet);
 

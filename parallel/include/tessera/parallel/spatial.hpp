@@ -24,6 +24,7 @@
 // gradients: every rank consumes the sum differently (it normalises its own block).
 // Not thread safe: one forward/backward at a time; the Communicators must outlive it.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,6 @@ class SpatialDecomposition final : public Decomposition {
   torch::Tensor gather(const torch::Tensor& block, const std::vector<int64_t>& sides, int first_axis,
                        int64_t alignment) const;
 
-  torch::Tensor halo(const torch::Tensor& x, int64_t width) const override;
   torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                          int64_t width) const override;
   torch::Tensor image_sum(const torch::Tensor& x) const override;
@@ -101,7 +101,9 @@ class SpatialDecomposition final : public Decomposition {
   int64_t halo_bytes_forward() const { return bytes_forward_; }
   int64_t halo_bytes_backward() const { return bytes_backward_; }
 
-  /// The exchange itself, without autograd (halo() wraps these; public for the adjoint test).
+  /// The halo exchange without autograd: `x` padded by `width` on both sides of every spatial
+  /// axis, the neighbours' edges where there is a neighbour, zeros at the image's border
+  /// (convolve() runs it; public for the exchange and adjoint tests).
   torch::Tensor exchange(const torch::Tensor& x, int64_t width) const;
   /// The adjoint of exchange(): the gradient of a padded block back to the block, halo parts
   /// sent to their owners and added to their edges.
@@ -122,7 +124,9 @@ class SpatialDecomposition final : public Decomposition {
   SpatialMesh mesh_;
   Communicator* replicas_;
   std::vector<int> coords_;
-  std::vector<Communicator*> image_groups_, batch_groups_;  // what image_sum / batch_sum reduce over
+  // In-place sums (ReplicaSum, unet_blocks.hpp) behind image_sum / batch_sum: over the blocks,
+  // and the replicas too for the batch when batch norm is synchronised.
+  std::function<void(torch::Tensor&)> sum_image_, sum_batch_;
   mutable int64_t bytes_forward_ = 0, bytes_backward_ = 0;
 };
 

@@ -28,9 +28,6 @@ struct SpatialHookOptions {
   SpatialHookOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
 };
 
-/// 2^(levels−1): every block of a U-Net's input starts on a multiple of it.
-int64_t unet_block_alignment(const UNetOptions& o);
-
 class SpatialTrainHooks final : public TrainHooks {
  public:
   /// `spatial` and `data` are ProcessGrid::spatial() / data(); not owned, must outlive the hooks.

@@ -11,7 +11,9 @@
 // core/checkpoint.hpp), so writers need no LibTorch.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -28,6 +30,9 @@ struct StepMetrics {
   double pixels_per_s = 0;
   double elapsed_s = 0;               ///< seconds since this call of train() began
   std::optional<double> grad_norm;    ///< global L2 norm before clipping (only when clipping)
+  /// The loss's terms by name, unweighted (a DSN: task, reconstruction, difference,
+  /// similarity); empty for a plain segmentation loss.
+  std::vector<std::pair<std::string, double>> loss_terms;
 };
 
 /// Validation at the end of an epoch: a line of metrics.jsonl.

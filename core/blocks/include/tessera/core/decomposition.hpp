@@ -4,7 +4,7 @@
 // network on its block. While a DecompositionScope is active on a thread, the blocks of
 // unet_blocks.hpp compute the one-image result on each block:
 //   - a stride-1 convolution with `same` padding (K−1)/2 pads its input with the
-//     neighbours' edges (Decomposition::halo: zeros only at the image's border) and then
+//     neighbours' edges (Decomposition::convolve: zeros only at the image's border) and then
 //     convolves without padding; a K > 1 convolution without padding (`valid`) refuses;
 //   - a normalisation takes its statistics over the whole image (two passes: the global
 //     mean, then the global sum of squared deviations), batch norm over the whole batch;
@@ -29,12 +29,11 @@ namespace tessera {
 class Decomposition {
  public:
   virtual ~Decomposition() = default;
-  /// `x` (N × C × block...) padded by `width` on both sides of every spatial axis: the
-  /// neighbouring blocks' edges where there is a neighbour, zeros at the image's border.
-  virtual torch::Tensor halo(const torch::Tensor& x, int64_t width) const = 0;
-  /// The stride-1 convolution of x with `weight`, `bias` and `same` padding `width` across the
-  /// blocks: halo(x, width) convolved without padding. Backward keeps x and the received halo
-  /// slabs only (not the padded copy), as one process keeps x.
+  /// The stride-1 convolution of x (N × C × block...) with `weight`, `bias` and `same` padding
+  /// `width` across the blocks: x padded by `width` on both sides of every spatial axis with
+  /// the neighbouring blocks' edges (zeros at the image's border), convolved without padding.
+  /// Backward keeps x and the received halo slabs only (not the padded copy), as one process
+  /// keeps x.
   virtual torch::Tensor convolve(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                  int64_t width) const = 0;
   /// Element-wise sum of `x` over the blocks of one image (same shape on every rank).

@@ -39,9 +39,15 @@ class ConvNdImpl : public torch::nn::Module {
 };
 TORCH_MODULE(ConvNd);
 
-/// In place: element-wise sum of a CPU float tensor over the replicas of a data-parallel
-/// job (identity for one process). Used by synchronised batch norm.
+/// In place: element-wise sum of a CPU float tensor over a group of ranks (identity for one
+/// process): the replicas of a data-parallel job (synchronised batch norm), the blocks of a
+/// decomposed image (parallel/spatial.hpp).
 using ReplicaSum = std::function<void(torch::Tensor&)>;
+
+/// y = `sum` of a copy of x, differentiable: backward is the same sum of the incoming
+/// gradients, since every rank consumes y (each needs the derivative of every rank's loss,
+/// not only its own share). `sum` is kept by address until backward: it must outlive the graph.
+torch::Tensor sum_across_ranks(const torch::Tensor& x, const ReplicaSum& sum);
 
 /// Batch, group (8 groups or fewer) or instance normalisation over a runtime dimension.
 /// Under a DecompositionScope (decomposition.hpp) the statistics span the whole image.
