@@ -1,21 +1,29 @@
 // tessera infer: streaming tiled inference of one image or a folder of images.
+// A folder of at least as many scenes as ranks is spread as whole scenes (cli/infer_scenes.hpp);
+// --t-srs warps the labels, --mosaic joins a folder's labels, and every georeferenced label
+// raster gets a STAC item (io/reproject.hpp, io/stac.hpp).
 // With --run-dir (required under mpirun with more than one rank) the tiles are spread over
 // the ranks, kept in RUN/tiles/ as they finish, and assembled into the output by rank 0;
 // a rerun resumes from the tiles already there (parallel/sample_parallel.hpp).
 // --vectorize polygonizes the finished label mosaic as a whole (io/vector_export.hpp), so no
 // polygon is cut at a tile seam; --probabilities also writes the per-class softmax
-// (one process, or rank 0 under --sp: io/probability_raster.hpp).
+// (one process, or rank 0 under --sp: io/probability_raster.hpp). Label rasters carry the
+// checkpoint's class names, an attribute table and a QGIS .qml; --cog (or a .cog.tif name)
+// makes Cloud-Optimized GeoTIFFs (io/label_style.hpp).
 // With --sp P (mpirun -np P) the ranks share every tile instead: each runs the network on its
 // block of the tile (halo exchanges, whole-image norm statistics: parallel/spatial.hpp) and
 // gathers the tile's logits, so a tile — or a whole volume as one tile — P times larger than a
 // rank's memory allows gives the labels of one process with that tile; rank 0 writes them.
 #include <malloc.h>
 
+#include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include <torch/torch.h>
 
 #include "commands.hpp"
+#include "infer_scenes.hpp"
 #include "model_options.hpp"
 #include "overlay.hpp"
 #include "tessera/core/checkpoint.hpp"
@@ -25,8 +33,11 @@
 #include "tessera/core/tensor_io.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/tile_choice.hpp"
+#include "tessera/io/label_style.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/probability_raster.hpp"
+#include "tessera/io/reproject.hpp"
+#include "tessera/io/stac.hpp"
 #include "tessera/io/vector_export.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/parallel/device_monitor.hpp"
@@ -53,6 +64,9 @@ struct Flags {
   std::string sp_mesh;
   std::optional<int> threads;
   bool no_progress = false;
+  bool cog = false;
+  std::string t_srs, mosaic;
+  std::optional<double> tr;
 };
 
 bool is_image_file(const fs::path& p) {
@@ -150,15 +164,17 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
 
 // What --sp refuses before any image is read: a rank count other than --sp (inference does
 // not combine spatial with other parallel axes) and sample-parallel --run-dir.
-void check_spatial_flags(const Flags& f, const parallel::Communicator& world) {
+// `whole_scenes`: a folder of at least as many scenes as ranks, which the ranks take whole.
+void check_spatial_flags(const Flags& f, const parallel::Communicator& world, bool whole_scenes) {
   const std::string sp = "--sp " + std::to_string(f.sp);
   if (f.sp < 1) throw Error(sp + ": must be >= 1");
   if (!f.sp_mesh.empty() && f.sp == 1) throw Error("--sp-mesh " + f.sp_mesh + ": needs --sp N (the mesh's product)");
   if (f.sp == 1) {
-    if (world.size() > 1 && f.run_dir.empty())
+    if (world.size() > 1 && f.run_dir.empty() && !whole_scenes)
       throw Error("infer: " + std::to_string(world.size()) + " ranks need --run-dir RUN (tiles spread over the ranks, "
-                  "finished ones kept in RUN/tiles/) or --sp " + std::to_string(world.size()) +
-                  " (every tile split over the ranks)");
+                  "finished ones kept in RUN/tiles/), --sp " + std::to_string(world.size()) +
+                  " (every tile split over the ranks) or a folder of at least " + std::to_string(world.size()) +
+                  " scenes (whole scenes per rank)");
     return;
   }
   if (world.size() != f.sp)
@@ -238,14 +254,14 @@ Block<float> to_block_f32(const torch::Tensor& t) {
 // writes and commits the files (one process, or rank 0 under --sp), else it only computes.
 InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& image, const Normalization& norm,
                                const std::string& output, const InferenceOptions& options, bool writes,
-                               const std::vector<std::string>& class_names) {
+                               const std::vector<std::string>& class_names, const io::LabelStyle& style) {
   auto make_parent = [](const std::string& path) {
     if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
   };
   std::unique_ptr<LabelSink> sink = std::make_unique<DiscardedLabels>();
   if (writes) {
     make_parent(output);
-    sink = io::create_label_sink(output, image.info());
+    sink = io::create_label_sink(output, image.info(), style);
   }
   if (f.probabilities.empty()) {
     const InferenceReport r = infer_labels(net, image, norm, *sink, options);
@@ -257,7 +273,8 @@ InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& ima
     make_parent(f.probabilities);
     probs.emplace(io::ProbabilityRasterOptions(f.probabilities, image.info().extent, image.info().geo,
                                                static_cast<int>(net->options().classes))
-                      .with_class_names(class_names));
+                      .with_class_names(class_names)
+                      .with_cog(f.cog));
   }
   auto write = [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
     if (!probs) return;
@@ -273,6 +290,198 @@ InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& ima
   return r;
 }
 
+// The media type of a vector output, for its STAC asset.
+std::string vector_media_type(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".gpkg") return "application/geopackage+sqlite3";
+  if (ext == ".geojson") return "application/geo+json";
+  return "application/x-shapefile";
+}
+
+// What made the labels, as their STAC items record it (a finished scene is kept only when
+// the same maker made it).
+SceneMaker scene_maker(const Flags& f, const LoadedCheckpoint& loaded) {
+  if (!f.checkpoint.empty())
+    return {"U-Net from a checkpoint (step " + std::to_string(loaded.meta.step) + ")",
+            fs::absolute(f.checkpoint).lexically_normal().string()};
+  return {f.model.preset + " (random init, seed " + std::to_string(f.seed) + ")", ""};
+}
+
+// The STAC item of a finished label raster, written last (its presence marks the scene done).
+void write_item(const Flags& f, const LoadedCheckpoint& loaded, const SceneMaker& maker, const std::string& input,
+                const std::string& output, bool in_folder, bool extras) {
+  io::StacItemOptions o(fs::path(output).stem().string(), output);
+  o.class_names = loaded.meta.class_names;
+  o.classes = static_cast<int>(loaded.net ? loaded.net->options().classes : f.model.resolve().classes);
+  o.model = maker.model;
+  o.checkpoint = maker.checkpoint;
+  o.source = fs::absolute(input).lexically_normal().string();
+  o.cog = io::wants_cog(output, f.cog);
+  if (in_folder) o.collection = fs::path(output).parent_path().filename().string();
+  if (extras && !f.probabilities.empty())
+    o.extra_assets.push_back({"probabilities", f.probabilities, "image/tiff; application=geotiff", "class probabilities",
+                              {"data", "probabilities"}});
+  if (extras && !f.vectorize.empty())
+    o.extra_assets.push_back({"polygons", f.vectorize, vector_media_type(f.vectorize), "label polygons",
+                              {"data", "labels", "labels-vector"}});
+  if (extras && !f.overlay.empty())
+    o.extra_assets.push_back({"overlay", f.overlay, "image/png", "labels over the image", {"overview", "visual"}});
+  io::write_stac_item(io::stac_item_path(output), o);
+}
+
+// The labels of one image: through this group's ranks (the whole world, or one rank for a
+// whole scene), then, on the group's rank 0, --t-srs, the extras and the STAC item.
+void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::VectorizeOptions& vector_options,
+                 const SceneMaker& maker, const std::string& input, const std::string& output,
+                 parallel::Communicator& group, int threads, bool in_folder) {
+  const bool root = group.rank() == 0;
+  auto image = io::open_image(input);
+  const Index& extent = image->info().extent;
+  if (!f.vectorize.empty() && extent.size() != 2) throw Error("--vectorize needs a 2-D raster; " + input + " is a volume");
+  if (!f.probabilities.empty() && extent.size() != 2)
+    throw Error("--probabilities needs a 2-D raster; " + input + " is a volume");
+  if (f.cog && extent.size() != 2) throw Error("--cog needs a 2-D raster; " + input + " is a volume");
+  if (!f.t_srs.empty() && (extent.size() != 2 || image->info().geo.crs_wkt.empty()))
+    throw Error("--t-srs " + f.t_srs + " needs a georeferenced 2-D raster; " + input + " is not one");
+  UNet net = loaded.net;
+  Normalization norm = loaded.meta.norm;
+  if (!net) {
+    UNetOptions o = f.model.resolve();
+    o.dims = static_cast<int>(extent.size());
+    o.in_channels = image->info().channels;  // random init follows the input's bands
+    torch::manual_seed(f.seed);
+    net = UNet(o);
+    norm = io::default_normalization(*image);
+  }
+  const auto style = io::LabelStyle()
+                         .with_class_names(loaded.meta.class_names)
+                         .with_classes(static_cast<int>(net->options().classes))
+                         .with_cog(f.cog);
+  // With --t-srs the network labels the input's grid (a temporary) and the labels are warped.
+  const bool warp = !f.t_srs.empty();
+  const std::string labels = warp ? output + ".partial-source-grid.tif" : output;
+  const io::LabelStyle labels_style = warp ? io::LabelStyle::bare() : style;
+  std::optional<parallel::SpatialMesh> mesh;
+  if (f.sp > 1) mesh = spatial_mesh(f, static_cast<int>(extent.size()));
+  const TileChoiceOptions tile_options = tile_choice_options(f, group);
+  TileChoice tile = resolve_tile(tile_options, net->options(), extent, f.batch, group);
+  // The memory model predicts one process running the whole tile; a rank of --sp holds a
+  // block of the activations but the whole tile's input and logits, which it does not model.
+  const int64_t whole = *std::max_element(extent.begin(), extent.end()) + unet_alignment(net->options());
+  if (mesh && tile_options.tile == 0 && tile.steps != clamped_steps(extent, whole, unet_alignment(net->options())))
+    tile.reason += "; one rank's choice: --sp does not enlarge it, give --tile";
+  const bool show_progress = !f.no_progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
+  auto options = InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(show_progress);
+  std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
+  if (mesh) {
+    check_spatial_model(f, net->options(), *mesh, tile.tile, extent);
+    share_weights(net, group);
+    decomposition.emplace(group, *mesh);
+    options.with_forward(spatial_forward(*decomposition));
+  }
+  if (!f.run_dir.empty()) {
+    parallel::SampleParallelOptions sp;
+    sp.run_dir = f.run_dir;
+    sp.inference = options;
+    parallel::DeviceMonitorOptions mo;
+    mo.run_dir = f.run_dir;
+    mo.rank = parallel::world().rank();
+    parallel::DeviceMonitor monitor(mo);
+    monitor.set_phase("infer");
+    const auto r = parallel::infer_sample_parallel(net, *image, norm, labels, group, sp,
+                                                   [&](int64_t done) { monitor.set_tiles_done(done); });
+    // The tiles' mosaic lists the ids it holds as "class <id>"; the model's names, every class
+    // and --cog need one more pass over it.
+    if (root && extent.size() == 2 && !warp) io::restyle_label_raster(labels, style);
+    monitor.set_phase("done");
+    torch::Tensor per_rank = group.allgather(torch::tensor({r.tiles_here}));
+    if (!root) return;
+    std::string spread;
+    for (int k = 0; k < group.size(); ++k) spread += (k ? " " : "") + std::to_string(per_rank[k].item<int64_t>());
+    std::printf("%s -> %s: %lld tiles (%lld kept from an earlier run; per rank: %s), %s, %.2f s, %d ranks x %d "
+                "threads\n",
+                input.c_str(), output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped, spread.c_str(),
+                tile.summary().c_str(), r.seconds, group.size(), threads);
+  } else {
+    const InferenceReport r = infer_to_files(f, net, *image, norm, labels, options, root, loaded.meta.class_names,
+                                             labels_style);
+    if (!root) return;
+    std::string spatial;
+    if (mesh) spatial = ", spatial " + std::to_string(f.sp) + " (mesh " + mesh->describe() + ") on " +
+                        std::to_string(group.size()) + " ranks x";
+    std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx%s %d "
+                "threads\n",
+                input.c_str(), output.c_str(), (long long)r.tiles, tile.summary().c_str(), r.seconds,
+                r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead,
+                spatial.empty() ? "," : spatial.c_str(), threads);
+    if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
+  }
+  if (!f.overlay.empty()) {
+    write_overlay_png(input, labels, f.overlay);
+    std::printf("overlay: %s\n", f.overlay.c_str());
+  }
+  if (warp) {
+    io::WarpOptions warp_options = io::WarpOptions(f.t_srs).with_style(style);
+    if (f.tr) warp_options.with_resolution(*f.tr);
+    io::warp_label_raster(labels, output, warp_options);
+    fs::remove(labels);
+    std::printf("%s: labels warped to %s (nearest neighbour)\n", output.c_str(), f.t_srs.c_str());
+  }
+  if (!f.vectorize.empty()) vectorize(f, output, vector_options);
+  if (extent.size() == 2 && !image->info().geo.crs_wkt.empty() && image->info().geo.geotransform.size() == 6)
+    write_item(f, loaded, maker, input, output, in_folder, !in_folder);
+  std::fflush(stdout);
+}
+
+// Checks of the folder-wide flags before any inference: --mosaic needs one CRS (or --t-srs).
+void check_scene_flags(const Flags& f, const std::vector<SceneJob>& jobs, bool folder) {
+  if (!f.t_srs.empty()) io::check_target_srs(f.t_srs);
+  if (f.tr && f.t_srs.empty()) throw Error("--tr " + std::to_string(*f.tr) + ": needs --t-srs");
+  if (f.tr && !(*f.tr > 0 && std::isfinite(*f.tr))) throw Error("--tr: must be a positive pixel size, got " + std::to_string(*f.tr));
+  if (!f.t_srs.empty() && !f.probabilities.empty())
+    throw Error("--probabilities " + f.probabilities + ": not with --t-srs (probabilities stay on the input's grid)");
+  if (f.mosaic.empty()) return;
+  if (!folder) throw Error("--mosaic " + f.mosaic + ": needs --input DIR, a folder of scenes");
+  const std::string ext = fs::path(f.mosaic).extension().string();
+  if (ext != ".vrt" && ext != ".tif" && ext != ".tiff")
+    throw Error("--mosaic " + f.mosaic + ": unknown mosaic format '" + ext + "' (use .vrt or .tif)");
+  if (!f.t_srs.empty()) return;
+  std::string first;
+  for (const auto& job : jobs) {
+    const std::string crs = io::raster_crs_name(job.input);
+    if (first.empty()) first = crs;
+    else if (crs != first)
+      throw Error("--mosaic " + f.mosaic + ": the scenes are in " + first + " and " + crs + " (" + job.input +
+                  "); give --t-srs EPSG:xxxx to warp them to one CRS");
+  }
+}
+
+// After a folder of scenes: the STAC collection of the finished ones and --mosaic (rank 0).
+void finish_folder(const Flags& f, const std::vector<SceneJob>& jobs, const LoadedCheckpoint& loaded,
+                   int64_t failed) {
+  std::vector<std::string> items, labels;
+  for (const auto& job : jobs)
+    if (fs::exists(io::stac_item_path(job.output))) {
+      items.push_back(io::stac_item_path(job.output));
+      labels.push_back(job.output);
+    }
+  if (!items.empty()) {
+    const std::string collection = (fs::path(f.output) / "collection.json").string();
+    io::write_stac_collection(collection, fs::path(f.output).filename().string(),
+                              "Tessera label rasters of the scenes in " + f.input, items);
+    std::printf("STAC collection: %s (%zu items)\n", collection.c_str(), items.size());
+  }
+  if (f.mosaic.empty()) return;
+  if (failed > 0) throw Error("--mosaic " + f.mosaic + ": not built, " + std::to_string(failed) + " scenes failed");
+  const auto style = io::LabelStyle()
+                         .with_class_names(loaded.meta.class_names)
+                         .with_classes(static_cast<int>(loaded.net ? loaded.net->options().classes
+                                                                   : f.model.resolve().classes))
+                         .with_cog(f.cog);
+  io::build_scene_mosaic(labels, f.mosaic, style);
+  std::printf("mosaic: %s (%zu scenes)\n", f.mosaic.c_str(), labels.size());
+}
+
 void run(const Flags& f) {
   if (f.checkpoint.empty() == f.init.empty())
     throw Error("infer: give exactly one of --checkpoint CKPT or --init random (with --model PRESET)");
@@ -282,117 +491,85 @@ void run(const Flags& f) {
   mallopt(M_ARENA_MAX, 1);
   parallel::Communicator& world = parallel::world();
   const bool root = world.rank() == 0;
-  check_spatial_flags(f, world);
+  const auto planned = plan_outputs(f);
+  const bool folder = planned.size() != 1 || planned.front().second != f.output;
+  // More scenes than ranks: each rank takes whole scenes; otherwise the ranks share each one.
+  const bool whole_scenes = folder && f.sp == 1 && int64_t(planned.size()) >= world.size();
+  check_spatial_flags(f, world, whole_scenes);
   const int threads = configure_threads(f.threads.value_or(0));
-  const TileChoiceOptions tile_options = tile_choice_options(f, world);
-  const auto jobs = plan_outputs(f);
+  tile_choice_options(f, world);  // checked before any inference
 
-  const bool batch_of_scenes = jobs.size() != 1 || jobs.front().second != f.output;
-  if (!f.vectorize.empty() && batch_of_scenes)
+  if (!f.vectorize.empty() && folder)
     throw Error("--vectorize " + f.vectorize + ": works on one input image, not a folder of scenes");
-  if (!f.probabilities.empty() && batch_of_scenes)
+  if (!f.probabilities.empty() && folder)
     throw Error("--probabilities " + f.probabilities + ": works on one input image, not a folder of scenes");
   if (!f.probabilities.empty() && !f.run_dir.empty())
     throw Error("--probabilities " + f.probabilities + ": not with --run-dir (one process, or --sp N)");
   if (!f.probabilities.empty() && io::is_volume_path(f.probabilities))
     throw Error("--probabilities " + f.probabilities + ": probabilities are a GeoTIFF (.tif)");
+  std::vector<SceneJob> jobs;
+  for (const auto& [input, output] : planned) {
+    SceneJob job{input, output, 0};
+    if (folder) {
+      const Index extent = io::open_image(input)->info().extent;
+      job.pixels = std::accumulate(extent.begin(), extent.end(), int64_t{1}, std::multiplies<>());
+    }
+    jobs.push_back(job);
+  }
+  check_scene_flags(f, jobs, folder);
 
   LoadedCheckpoint loaded;
   if (!f.checkpoint.empty()) loaded = load_checkpoint(f.checkpoint);
   const io::VectorizeOptions vector_options = vectorize_options(f, loaded.meta.class_names);
-  for (const auto& [input, output] : jobs) {
-    auto image = io::open_image(input);
-    if (!f.vectorize.empty() && image->info().extent.size() != 2)
-      throw Error("--vectorize needs a 2-D raster; " + input + " is a volume");
-    if (!f.probabilities.empty() && image->info().extent.size() != 2)
-      throw Error("--probabilities needs a 2-D raster; " + input + " is a volume");
-    UNet net = loaded.net;
-    Normalization norm = loaded.meta.norm;
-    if (!net) {
-      UNetOptions o = f.model.resolve();
-      o.dims = static_cast<int>(image->info().extent.size());
-      o.in_channels = image->info().channels;  // random init follows the input's bands
-      torch::manual_seed(f.seed);
-      net = UNet(o);
-      norm = io::default_normalization(*image);
-    }
-    const Index& extent = image->info().extent;
-    std::optional<parallel::SpatialMesh> mesh;
-    if (f.sp > 1) mesh = spatial_mesh(f, static_cast<int>(extent.size()));
-    TileChoice tile = resolve_tile(tile_options, net->options(), extent, f.batch, world);
-    // The memory model predicts one process running the whole tile; a rank of --sp holds a
-    // block of the activations but the whole tile's input and logits, which it does not model.
-    const int64_t whole = *std::max_element(extent.begin(), extent.end()) + unet_alignment(net->options());
-    if (mesh && tile_options.tile == 0 && tile.steps != clamped_steps(extent, whole, unet_alignment(net->options())))
-      tile.reason += "; one rank's choice: --sp does not enlarge it, give --tile";
-    auto options =
-        InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(!f.no_progress && (root || !mesh));
-    std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
-    if (mesh) {
-      check_spatial_model(f, net->options(), *mesh, tile.tile, extent);
-      share_weights(net, world);
-      decomposition.emplace(world, *mesh);
-      options.with_forward(spatial_forward(*decomposition));
-    }
-    if (!f.run_dir.empty()) {
-      parallel::SampleParallelOptions sp;
-      sp.run_dir = f.run_dir;
-      sp.inference = options;
-      parallel::DeviceMonitorOptions mo;
-      mo.run_dir = f.run_dir;
-      mo.rank = world.rank();
-      parallel::DeviceMonitor monitor(mo);
-      monitor.set_phase("infer");
-      const auto r = parallel::infer_sample_parallel(net, *image, norm, output, world, sp,
-                                                     [&](int64_t done) { monitor.set_tiles_done(done); });
-      monitor.set_phase("done");
-      torch::Tensor here = torch::tensor({r.tiles_here});
-      torch::Tensor per_rank = world.allgather(here);
-      if (root) {
-        std::string spread;
-        for (int k = 0; k < world.size(); ++k) spread += (k ? " " : "") + std::to_string(per_rank[k].item<int64_t>());
-        std::printf("%s -> %s: %lld tiles (%lld kept from an earlier run; per rank: %s), %s, %.2f s, %d ranks x %d "
-                    "threads\n",
-                    input.c_str(), output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped, spread.c_str(),
-                    tile.summary().c_str(), r.seconds, world.size(), threads);
-        if (!f.overlay.empty()) {
-          write_overlay_png(input, output, f.overlay);
-          std::printf("overlay: %s\n", f.overlay.c_str());
-        }
-        if (!f.vectorize.empty()) vectorize(f, output, vector_options);
-      }
-      continue;
-    }
-    const InferenceReport r = infer_to_files(f, net, *image, norm, output, options, root, loaded.meta.class_names);
-    if (!root) continue;
-    std::string spatial;
-    if (mesh) spatial = ", spatial " + std::to_string(f.sp) + " (mesh " + mesh->describe() + ") on " +
-                        std::to_string(world.size()) + " ranks x";
-    std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx%s %d "
-                "threads\n",
-                input.c_str(), output.c_str(), (long long)r.tiles, tile.summary().c_str(), r.seconds,
-                r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead,
-                spatial.empty() ? "," : spatial.c_str(), threads);
-    if (!f.overlay.empty()) {
-      write_overlay_png(input, output, f.overlay);
-      std::printf("overlay: %s\n", f.overlay.c_str());
-    }
-    if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
-    if (!f.vectorize.empty()) vectorize(f, output, vector_options);
+  const SceneMaker maker = scene_maker(f, loaded);
+  if (!whole_scenes) {
+    for (const auto& job : jobs)
+      infer_image(f, loaded, vector_options, maker, job.input, job.output, world, threads, folder);
+    if (folder && root) finish_folder(f, jobs, loaded, 0);
+    return;
   }
+  const auto alone = parallel::make_self_communicator();  // a whole scene runs on one rank
+  const SceneBatchReport r = run_whole_scenes(jobs, maker, world, [&](const SceneJob& job) {
+    infer_image(f, loaded, vector_options, maker, job.input, job.output, *alone, threads, true);
+    if (world.size() > 1) std::printf("%s: rank %d\n", job.output.c_str(), world.rank());
+  });
+  if (root) {
+    std::string spread;
+    for (size_t k = 0; k < r.per_rank.size(); ++k) spread += (k ? " " : "") + std::to_string(r.per_rank[k]);
+    std::printf("%lld scenes: %lld computed (whole scenes per rank: %s), %lld kept from an earlier run, %lld failed, "
+                "%.2f s, %d ranks x %d threads\n",
+                (long long)r.scenes, (long long)(r.scenes - r.kept - r.failed), spread.c_str(), (long long)r.kept,
+                (long long)r.failed, r.seconds, world.size(), threads);
+    finish_folder(f, jobs, loaded, r.failed);
+  }
+  if (r.failed > 0) throw Error(std::to_string(r.failed) + " of " + std::to_string(r.scenes) + " scenes failed (above)");
 }
 
 }  // namespace
 
 void register_infer(CLI::App& app) {
   auto* cmd = app.add_subcommand("infer", "Tiled inference: image (or folder) -> label raster / label volume");
+  cmd->footer(
+      "A folder of images is a batch of scenes: under mpirun with at least as many scenes as ranks, each rank "
+      "takes whole scenes, largest first; a rerun keeps the finished scenes (labels + STAC item) and computes "
+      "the rest. Every georeferenced label raster gets a STAC item <output minus .tif>.stac.json; a folder "
+      "also gets collection.json.\n"
+      "Examples:\n"
+      "  tessera infer --checkpoint model.pt --input scene.tif --output labels.cog.tif --probabilities probs.tif\n"
+      "  mpirun -np 4 tessera infer --checkpoint model.pt --input scenes/ --output labels/ --mosaic labels/all.vrt "
+      "--t-srs EPSG:3857");
   static Flags f;
   cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint written by `tessera train`");
   cmd->add_option("--init", f.init, "'random': an untrained network (for benchmarks), with --model and --seed");
   f.model.add_to(cmd);
   cmd->add_option("--seed", f.seed, "Seed for --init random");
   cmd->add_option("--input", f.input, "GeoTIFF / NIfTI / NRRD / MHA / DICOM folder, or a folder of images")->required();
-  cmd->add_option("--output", f.output, "Label GeoTIFF (.tif) or label volume (.nii.gz ...), or a folder")->required();
+  cmd->add_option("--output", f.output,
+                  "Label GeoTIFF (.tif; .cog.tif: Cloud-Optimized) or label volume (.nii.gz ...), or a folder. "
+                  "A GeoTIFF carries the class names (GDAL categories and an attribute table Value, Class_Name, "
+                  "Red, Green, Blue, Count in <output>.aux.xml), the colour table and nodata 255, and gets a "
+                  "QGIS style <output minus .tif>.qml beside it")
+      ->required();
   cmd->add_option("--tile", f.tile,
                   "Inset side S kept per tile (multiple of 2^(L-1)), or 'auto': the largest S whose predicted "
                   "memory (the planner's inference model) fits --memory-budget. Never larger than the image "
@@ -418,6 +595,16 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--probabilities", f.probabilities,
                   "Also write per-class softmax probabilities: Float32 GeoTIFF, band k+1 = class k, NaN where "
                   "the input has no data; 2-D; one process, or rank 0 with --sp (not with --run-dir)");
+  cmd->add_flag("--cog", f.cog,
+                 "Write the labels (and --probabilities) as Cloud-Optimized GeoTIFFs with internal overviews "
+                 "(mode for labels, average for probabilities); also chosen by a .cog.tif output name");
+  cmd->add_option("--t-srs", f.t_srs,
+                  "Write the labels in this CRS (e.g. EPSG:3857, any CRS GDAL knows): inference runs on the "
+                  "input's grid, the labels are warped with nearest neighbour (class ids are never mixed)");
+  cmd->add_option("--tr", f.tr, "With --t-srs: target pixel size in the target CRS's units (default: GDAL's choice)");
+  cmd->add_option("--mosaic", f.mosaic,
+                  "With a folder of scenes: one mosaic of every scene's labels, .vrt (references the scenes' "
+                  "label rasters) or .tif; scenes in different CRSs need --t-srs");
   cmd->add_option("--sp", f.sp,
                   "Spatial parallelism: every tile split into N blocks, one per rank (mpirun -np N; world size "
                   "must be N), halos exchanged, rank 0 writes the labels of one process with the same tile. "

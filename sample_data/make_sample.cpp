@@ -27,6 +27,7 @@
 #include "scene_render.hpp"
 #include "scene_sensor.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/raster.hpp"
 #include "tessera/io/volume.hpp"
 
 namespace fs = std::filesystem;
@@ -199,6 +200,9 @@ int main(int argc, char** argv) {
     fs::create_directories(options.out_dir, ec);
     if (ec) throw Error(options.out_dir + ": cannot create folder (" + ec.message() + ")");
     const auto start = std::chrono::steady_clock::now();
+    // GDAL's drivers are registered here, once, before any worker thread opens a file:
+    // GDALAllRegister() is not safe to call from several threads at once.
+    io::init_gdal();
     // Domains are independent and deterministic each, so they run side by side; memory grows
     // with the workers, hence the cap.
     const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, kMaxWorkers);

@@ -37,7 +37,8 @@ struct QuietGdal {
 
 DatasetPtr create(const std::string& tmp, const std::string& path, int size,
                   double pixel_metres, int bands, GDALDataType type, bool predictor) {
-  GDALAllRegister();
+  // Drivers are registered once by main() before the worker threads start (io::init_gdal):
+  // GDALAllRegister() racing itself from several threads crashed the generator.
   GDALDriver* driver = GetGDALDriverManager()->GetDriverByName("GTiff");
   if (driver == nullptr) fail(path, "GDAL has no GTiff driver");
   CPLStringList options;

@@ -8,6 +8,7 @@
 #include <gdal_utils.h>
 
 #include "gdal_error.hpp"
+#include "label_output.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/io/mosaic.hpp"
 #include "tessera/io/open_image.hpp"
@@ -60,7 +61,8 @@ void check_coverage(const std::string& vrt, const std::vector<Box>& insets, cons
 
 // The tiles' VRT (kept as <tiles dir>/mosaic.vrt) translated to one GeoTIFF at `output`.
 void assemble_raster(const std::vector<std::string>& tiles, const std::vector<Box>& insets, const std::string& output,
-                     const ImageInfo& like) {
+                     const ImageInfo& like, const LabelStyle& style) {
+  style.validate();
   init_gdal();
   StagedFile vrt(TileSetLayout(fs::path(tiles.front()).parent_path().string()).mosaic());
   check_coverage(vrt.final_path(), insets, like);
@@ -80,7 +82,7 @@ void assemble_raster(const std::vector<std::string>& tiles, const std::vector<Bo
   if (!translated) throw Error(output + ": cannot write the mosaic: " + detail::gdal_error());
   GDALClose(translated);
   vrt.commit();
-  out.commit();
+  detail::publish_label_raster(out, style, detail::count_labels(out.path(), output));
 }
 
 }  // namespace
@@ -93,7 +95,7 @@ void write_label_tile(const std::string& path, const ImageInfo& like, const Box&
   ImageInfo sub = like;
   sub.extent = inset.size;
   sub.geo = shifted(like.geo, inset.origin, is_raster(like));
-  auto sink = create_label_sink(path, sub);
+  auto sink = create_label_sink(path, sub, LabelStyle::bare());
   sink->write(Box{Index(inset.dims(), 0), inset.size}, labels);
   sink->commit();
 }
@@ -115,15 +117,15 @@ bool label_tile_valid(const std::string& path, const ImageInfo& like, const Box&
 }
 
 void assemble_label_tiles(const std::vector<std::string>& tiles, const std::vector<Box>& insets,
-                          const std::string& output, const ImageInfo& like) {
+                          const std::string& output, const ImageInfo& like, const LabelStyle& style) {
   TESSERA_CHECK(tiles.size() == insets.size());
   if (tiles.empty()) throw Error(output + ": no tiles to assemble");
   if (is_raster(like) && like.geo.geotransform.size() == 6) {
-    assemble_raster(tiles, insets, output, like);
+    assemble_raster(tiles, insets, output, like, style);
     return;
   }
   // Volumes, and rasters without a geotransform (a VRT needs one to place its sources): paste.
-  auto sink = create_label_sink(output, like);
+  auto sink = create_label_sink(output, like, style);
   for (size_t i = 0; i < tiles.size(); ++i) {
     auto tile = open_image(tiles[i]);
     const Block<float> values = tile->read(Box{Index(insets[i].dims(), 0), insets[i].size});

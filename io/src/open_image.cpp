@@ -45,14 +45,14 @@ Normalization default_normalization(const ImageSource& image) {
   return {std::vector<float>(image.info().channels, 40.f), std::vector<float>(image.info().channels, 250.f)};
 }
 
-std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like) {
+std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like, const LabelStyle& style) {
   if (like.kind == "volume") {
     if (!is_volume_path(path) || std::filesystem::is_directory(path))
       throw Error(path + ": a volume's labels need a volume file name (.nii.gz, .nrrd, .mha)");
     return std::make_unique<LabelVolumeWriter>(path, like.extent, like.geo);
   }
   if (is_volume_path(path)) throw Error(path + ": a raster's labels need a raster file name (.tif)");
-  return std::make_unique<LabelRasterWriter>(LabelRasterOptions(path, like.extent, like.geo));
+  return std::make_unique<LabelRasterWriter>(LabelRasterOptions(path, like.extent, like.geo).with_style(style));
 }
 
 }  // namespace tessera::io

@@ -7,7 +7,9 @@
 #include <gdal.h>
 
 #include "gdal_error.hpp"
+#include "label_output.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/label_style.hpp"
 #include "tessera/io/raster.hpp"
 #include "tessera/run/staged_file.hpp"
 
@@ -25,6 +27,7 @@ struct ProbabilityRasterWriter::Impl {
   std::string path;
   std::optional<StagedFile> staged;  // removes the temporary unless committed
   int classes = 0;
+  bool cog = false;
   GDALDatasetH ds = nullptr;
   bool committed = false;
 };
@@ -34,6 +37,7 @@ ProbabilityRasterWriter::ProbabilityRasterWriter(ProbabilityRasterOptions o) : i
   init_gdal();
   impl_->path = o.path;
   impl_->classes = o.classes;
+  impl_->cog = wants_cog(o.path, o.cog);
   // Keep the extension so GDAL and people see a GeoTIFF; the name says it is unfinished.
   impl_->staged.emplace(o.path, ".tif");
   const std::string block = std::to_string(o.block);
@@ -77,7 +81,14 @@ void ProbabilityRasterWriter::commit() {
   impl_->ds = nullptr;
   if (CPLGetLastErrorType() >= CE_Failure)
     throw Error(impl_->path + ": finishing the output failed: " + detail::gdal_error());
-  impl_->staged->commit();
+  if (impl_->cog) {
+    StagedFile cog(impl_->path, ".cog.tif");  // not the GeoTIFF's own temporary name
+    detail::translate_to_cog(impl_->staged->path(), cog.path(), "AVERAGE", true, impl_->path);
+    cog.commit();
+    impl_->staged->discard();
+  } else {
+    impl_->staged->commit();
+  }
   impl_->committed = true;
 }
 

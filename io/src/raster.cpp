@@ -14,6 +14,7 @@
 #include <ogr_srs_api.h>
 
 #include "gdal_error.hpp"
+#include "label_output.hpp"
 #include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/run/staged_file.hpp"
@@ -306,15 +307,18 @@ std::optional<std::array<double, 2>> map_to_lonlat(const std::string& crs_wkt, d
 }
 
 struct LabelRasterWriter::Impl {
-  explicit Impl(const std::string& path) : staged(path) {}
+  Impl(const std::string& path, LabelStyle s) : staged(path), style(std::move(s)) {}
   StagedFile staged;             // the GeoTIFF is written under staged.path()
+  LabelStyle style;
+  detail::LabelCounts counts{};  // pixels written per value
   GDALDatasetH ds = nullptr;     // closed before `staged` removes an uncommitted temporary
   ~Impl() {
     if (ds) GDALClose(ds);
   }
 };
 
-LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_unique<Impl>(o.path)) {
+LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_unique<Impl>(o.path, o.style)) {
+  o.style.validate();
   init_gdal();
   GDALDriverH driver = GDALGetDriverByName("GTiff");
   const std::string block = std::to_string(o.block);
@@ -349,6 +353,7 @@ void LabelRasterWriter::write(const Box& box, const Block<uint8_t>& labels) {
                    int(box.size[0]), const_cast<uint8_t*>(labels.data.data()), int(box.size[1]), int(box.size[0]),
                    GDT_Byte, 0, 0) != CE_None)
     throw Error(impl_->staged.final_path() + ": write failed in window " + to_string(box) + ": " + gdal_error("GDAL error"));
+  for (uint8_t v : labels.data) ++impl_->counts[v];
 }
 
 void LabelRasterWriter::commit() {
@@ -358,7 +363,7 @@ void LabelRasterWriter::commit() {
   impl_->ds = nullptr;
   if (CPLGetLastErrorType() >= CE_Failure)
     throw Error(impl_->staged.final_path() + ": finishing the output failed: " + gdal_error("GDAL error"));
-  impl_->staged.commit();
+  detail::publish_label_raster(impl_->staged, impl_->style, impl_->counts);
 }
 
 }  // namespace tessera::io

@@ -322,6 +322,12 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
   // (found by tests/fuzz/fuzz_volume; regressions/volume/metaio_zero_dims.mha).
   long ndims = -1;
   long dim_sizes = -1;
+  // CompressedData = True without a CompressedDataSize makes MetaIO size its buffer from the
+  // file's end, which a damaged header turns into an allocation of exabytes (found by
+  // tests/fuzz/fuzz_volume; regressions/volume/metaio_compressed_without_size.mha). MetaIO
+  // writes the size with every compressed image.
+  bool compressed = false;
+  long long compressed_size = -1;
   for (int number = 1; number <= 1000 && std::getline(f, line); ++number) {
     const size_t end = std::min(line.find_first_of("=:"), line.size());
     if (end > kMaxFieldName)
@@ -343,9 +349,22 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
         ++count;
       }
       dim_sizes = count;
+    } else if (name == "compresseddata") {
+      std::istringstream values(value);
+      std::string word;
+      values >> word;
+      compressed = lower(word) == "true";
+    } else if (name == "compresseddatasize") {
+      char* rest = nullptr;
+      compressed_size = std::strtoll(value.c_str(), &rest, 10);
+      if (compressed_size < 1)
+        return "MetaImage header line " + std::to_string(number) + ": CompressedDataSize must be a positive byte count, not '" +
+               value + "'";
     }
     if (name == "elementdatafile") break;  // the header ends here
   }
+  if (compressed && compressed_size < 1)
+    return "MetaImage header says CompressedData = True but gives no CompressedDataSize";
   if (ndims < 1) return "MetaImage header has no NDims";
   if (dim_sizes != ndims)
     return "MetaImage header has NDims = " + std::to_string(ndims) + " but " +

@@ -3,8 +3,10 @@
 // fixtures the suite writes itself (tests/fixtures), nothing from outside the checkout.
 #include "tessera/io/raster.hpp"
 
+#include <cpl_conv.h>
 #include <cpl_vsi.h>
 #include <gdal.h>
+#include <gdal_rat.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,11 +17,14 @@
 #include <functional>
 #include <iterator>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "fixtures.hpp"
+#include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/label_style.hpp"
 #include "tessera/io/label_tiles.hpp"
 #include "tessera/io/mosaic.hpp"
 
@@ -465,6 +470,205 @@ TEST(RasterReader, LonLatOfMapCoordinatesNeedsACrs) {
   ASSERT_TRUE(ll.has_value());
   EXPECT_NEAR((*ll)[0], 9.0, 1e-9);
   EXPECT_NEAR((*ll)[1], 0.0, 1e-9);
+}
+
+// ---- Label rasters as GIS analysts open them (names, attribute table, COG, QGIS style) ----
+
+// GDAL with .aux.xml files on for this thread, as gdalinfo and QGIS read a GeoTIFF.
+struct GdalAsAnalysts {
+  GdalAsAnalysts() { CPLSetThreadLocalConfigOption("GDAL_PAM_ENABLED", "YES"); }
+  ~GdalAsAnalysts() { CPLSetThreadLocalConfigOption("GDAL_PAM_ENABLED", nullptr); }
+};
+
+std::array<int64_t, 256> histogram(const Block<uint8_t>& labels) {
+  std::array<int64_t, 256> h{};
+  for (uint8_t v : labels.data) ++h[v];
+  return h;
+}
+
+// Everything GDAL shows of the classes of `path`: category names, the attribute table rows
+// (checked against `names` and `expected` counts), the colour table and nodata.
+void expect_classes_in_gdal(const std::string& path, const std::vector<std::string>& names,
+                            const std::array<int64_t, 256>& expected) {
+  GdalAsAnalysts pam;
+  GDALDatasetH ds = GDALOpen(path.c_str(), GA_ReadOnly);
+  ASSERT_NE(ds, nullptr) << path;
+  GDALRasterBandH band = GDALGetRasterBand(ds, 1);
+  int has_nodata = 0;
+  EXPECT_EQ(GDALGetRasterNoDataValue(band, &has_nodata), 255.0);
+  EXPECT_TRUE(has_nodata);
+  char** categories = GDALGetRasterCategoryNames(band);
+  ASSERT_NE(categories, nullptr) << "no category names";
+  for (size_t id = 0; id < names.size(); ++id) {
+    ASSERT_NE(categories[id], nullptr) << id;
+    EXPECT_EQ(std::string(categories[id]), names[id]);
+  }
+  GDALRasterAttributeTableH rat = GDALGetDefaultRAT(band);
+  ASSERT_NE(rat, nullptr) << "no raster attribute table";
+  const int value = GDALRATGetColOfUsage(rat, GFU_MinMax), name = GDALRATGetColOfUsage(rat, GFU_Name);
+  const int count = GDALRATGetColOfUsage(rat, GFU_PixelCount), red = GDALRATGetColOfUsage(rat, GFU_Red);
+  const int green = GDALRATGetColOfUsage(rat, GFU_Green), blue = GDALRATGetColOfUsage(rat, GFU_Blue);
+  ASSERT_TRUE(value >= 0 && name >= 0 && count >= 0 && red >= 0 && green >= 0 && blue >= 0);
+  EXPECT_EQ(std::string(GDALRATGetNameOfCol(rat, count)), "Count");
+  EXPECT_EQ(std::string(GDALRATGetNameOfCol(rat, name)), "Class_Name");
+  int64_t listed = 0;
+  for (int row = 0; row < GDALRATGetRowCount(rat); ++row) {
+    const int id = GDALRATGetValueAsInt(rat, row, value);
+    ASSERT_TRUE(id >= 0 && id < 255) << "row " << row << " lists " << id;
+    EXPECT_EQ(GDALRATGetValueAsString(rat, row, name), id < int(names.size()) ? names[id] : "class " + std::to_string(id));
+    EXPECT_EQ(GDALRATGetValueAsDouble(rat, row, count), double(expected[size_t(id)])) << "class " << id;
+    const Rgb c = label_color(id);
+    EXPECT_EQ(GDALRATGetValueAsInt(rat, row, red), c[0]);
+    EXPECT_EQ(GDALRATGetValueAsInt(rat, row, green), c[1]);
+    EXPECT_EQ(GDALRATGetValueAsInt(rat, row, blue), c[2]);
+    listed += GDALRATGetValueAsDouble(rat, row, count) > 0 ? 1 : 0;
+  }
+  int64_t present = 0;
+  for (int id = 0; id < 255; ++id) present += expected[size_t(id)] > 0 ? 1 : 0;
+  EXPECT_EQ(listed, present) << "every class that occurs has a row";
+  EXPECT_GE(GDALRATGetRowCount(rat), int(names.size()));
+  GDALColorTableH ct = GDALGetRasterColorTable(band);
+  ASSERT_NE(ct, nullptr) << "no colour table";
+  for (int id = 0; id < int(names.size()); ++id) {
+    const GDALColorEntry* e = GDALGetColorEntry(ct, id);
+    const Rgb c = label_color(id);
+    EXPECT_EQ((std::array<int, 3>{e->c1, e->c2, e->c3}), (std::array<int, 3>{c[0], c[1], c[2]})) << id;
+  }
+  GDALClose(ds);
+}
+
+// The QGIS style beside `raster`: a paletted renderer with each class's value, colour and name.
+void expect_qgis_style(const std::string& raster, const std::vector<std::string>& names) {
+  const std::string qml = qml_sidecar_path(raster);
+  std::ifstream in(qml);
+  ASSERT_TRUE(in) << "no QGIS style " << qml;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<rasterrenderer type=\"paletted\" band=\"1\""), std::string::npos) << text;
+  for (size_t id = 0; id < names.size(); ++id) {
+    const Rgb c = label_color(int(id));
+    char color[8];
+    std::snprintf(color, sizeof color, "#%02x%02x%02x", c[0], c[1], c[2]);
+    const std::string label = std::regex_replace(names[id], std::regex("&"), "&amp;");  // XML text
+    const std::regex entry("<paletteEntry value=\"" + std::to_string(id) + "\" color=\"" + color +
+                           "\" alpha=\"255\" label=\"" + label + "\"/>");
+    EXPECT_TRUE(std::regex_search(text, entry)) << "class " << id << " " << names[id] << " in\n" << text;
+  }
+}
+
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".partial") != std::string::npos) found.push_back(e.path().string());
+  return found;
+}
+
+TEST(LabelRasterWriter, GdalListsClassNamesAttributeTableWithPixelCountsColoursAndNodata) {
+  const auto dir = temp_dir("named");
+  const std::string out = (dir / "labels.tif").string();
+  const std::vector<std::string> names = {"water", "forest", "urban & roads", "class 3"};
+  const Index e{40, 56};
+  Block<uint8_t> labels({1, e[0], e[1]});
+  for (size_t i = 0; i < labels.data.size(); ++i) labels.data[i] = i % 11 == 0 ? kNoDataLabel : uint8_t(i * i % 7 % 3);
+  {
+    // Classes 0..3 from the model, 3 never predicted; written in two windows, as tiles arrive.
+    LabelRasterWriter w(LabelRasterOptions(out, e, Georeference{})
+                            .with_style(LabelStyle().with_class_names({"water", "forest", "urban & roads"}).with_classes(4)));
+    Block<uint8_t> top({1, 24, 56}), bottom({1, 16, 56});
+    std::copy(labels.data.begin(), labels.data.begin() + 24 * 56, top.data.begin());
+    std::copy(labels.data.begin() + 24 * 56, labels.data.end(), bottom.data.begin());
+    w.write(Box{{24, 0}, {16, 56}}, bottom);
+    w.write(Box{{0, 0}, {24, 56}}, top);
+    EXPECT_FALSE(fs::exists(out + ".aux.xml")) << "attribute table visible before commit";
+    EXPECT_FALSE(fs::exists(qml_sidecar_path(out))) << "style visible before commit";
+    w.commit();
+  }
+  const auto expected = histogram(labels);
+  ASSERT_GT(expected[kNoDataLabel], 0);
+  expect_classes_in_gdal(out, names, expected);
+  expect_qgis_style(out, names);
+  // Tessera's own reader (and so the viewer) gets the names without the .aux.xml.
+  const RasterDescription d = RasterReader(out).describe();
+  for (size_t id = 0; id < names.size(); ++id) EXPECT_EQ(d.class_names[id], names[id]);
+  EXPECT_TRUE(d.class_names[4].empty());
+  ASSERT_TRUE(d.color_table.has_value());
+  EXPECT_EQ(d.nodata.at(0), std::optional<double>(255.0));
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+TEST(LabelRasterWriter, CogNameGivesInternalModeOverviewsAndKeepsTheClasses) {
+  const auto dir = temp_dir("cog");
+  const std::string out = (dir / "labels.cog.tif").string();
+  // 2 x 2 blocks of {0, 3, 3, 3}: `mode` gives 3 where nearest gives 0 and average 2.
+  const Index e{600, 600};
+  Block<uint8_t> labels({1, e[0], e[1]});
+  for (int64_t y = 0; y < e[0]; ++y)
+    for (int64_t x = 0; x < e[1]; ++x) labels.data[size_t(y * e[1] + x)] = (y % 2 == 0 && x % 2 == 0) ? 0 : 3;
+  {
+    LabelRasterWriter w(LabelRasterOptions(out, e, Georeference{}).with_style(LabelStyle().with_classes(4)));
+    w.write(Box{{0, 0}, e}, labels);
+    w.commit();
+  }
+  const std::vector<std::string> names = {"class 0", "class 1", "class 2", "class 3"};
+  expect_classes_in_gdal(out, names, histogram(labels));
+  expect_qgis_style(out, names);
+  EXPECT_TRUE(fs::exists(dir / "labels.cog.qml"));
+  EXPECT_FALSE(fs::exists(out + ".ovr")) << "overviews must be internal";
+  {
+    GdalAsAnalysts pam;
+    GDALDatasetH ds = GDALOpen(out.c_str(), GA_ReadOnly);
+    ASSERT_NE(ds, nullptr);
+    const char* layout = GDALGetMetadataItem(ds, "LAYOUT", "IMAGE_STRUCTURE");
+    EXPECT_EQ(std::string(layout ? layout : "(none)"), "COG");
+    GDALRasterBandH band = GDALGetRasterBand(ds, 1);
+    ASSERT_GE(GDALGetOverviewCount(band), 1);
+    GDALRasterBandH half = GDALGetOverview(band, 0);
+    ASSERT_EQ(GDALGetRasterBandXSize(half), 300);
+    std::vector<uint8_t> row(300);
+    ASSERT_EQ(GDALRasterIO(half, GF_Read, 0, 7, 300, 1, row.data(), 300, 1, GDT_Byte, 0, 0), CE_None);
+    EXPECT_EQ(std::count(row.begin(), row.end(), uint8_t{3}), 300) << "overviews are not `mode`";
+    GDALClose(ds);
+  }
+  EXPECT_GE(RasterReader(out).describe().overview_count, 1);
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+TEST(LabelRasterWriter, BareStyleWritesNoSidecars) {
+  const auto dir = temp_dir("bare");
+  const std::string out = (dir / "tile.tif").string();
+  {
+    LabelRasterWriter w(LabelRasterOptions(out, {8, 8}, Georeference{}).with_style(LabelStyle::bare()));
+    w.write(Box{{0, 0}, {8, 8}}, Block<uint8_t>({1, 8, 8}));
+    w.commit();
+  }
+  std::vector<std::string> files;
+  for (const auto& f : fs::directory_iterator(dir)) files.push_back(f.path().filename().string());
+  EXPECT_EQ(files, std::vector<std::string>{"tile.tif"});
+  fs::remove_all(dir);
+}
+
+TEST(LabelStyle, DefaultsAreValidAndBadFieldsAreNamed) {
+  EXPECT_NO_THROW(LabelStyle().validate());
+  EXPECT_NE(message_of([] { LabelStyle().with_classes(300).validate(); }).find("classes"), std::string::npos);
+  EXPECT_EQ(LabelStyle().with_class_names({"a", ""}).name(1), "class 1");
+  EXPECT_TRUE(wants_cog("x/labels.COG.tif", false));
+  EXPECT_FALSE(wants_cog("x/labels.tif", false));
+  EXPECT_EQ(qml_sidecar_path("x/labels.cog.tif"), "x/labels.cog.qml");
+}
+
+TEST(Mosaic, AssembledRunOutputHasTheNamesAndCountsOfASingleProcess) {
+  const auto dir = temp_dir("assembled");
+  const TiledLabels t = write_tiles(dir / "tiles");
+  const std::string out = (dir / "labels.tif").string();
+  std::vector<std::string> names;
+  for (int id = 0; id < 13; ++id) names.push_back("c" + std::to_string(id));
+  assemble_label_tiles(t.tiles, t.insets, out, t.like, LabelStyle().with_class_names(names).with_classes(13));
+  expect_classes_in_gdal(out, names, histogram(t.labels));
+  expect_qgis_style(out, names);
+  EXPECT_EQ(RasterReader(out).describe().class_names[12], "c12");
+  EXPECT_EQ(leftovers(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <numbers>
 #include <set>
 #include <string>
@@ -442,6 +443,25 @@ TEST(VolumeFixtures, HeaderClaimingHugeDimensionsIsRefusedBeforeAllocating) {
     EXPECT_TRUE(names_problem) << what;
   }
   EXPECT_LT(peak_rss_kib() - before, 256 * 1024) << "KiB of peak RSS growth";
+}
+
+// Compressed MetaImage data without its byte count: MetaIO would size its buffer from the
+// file's end (a damaged header made that exabytes; tests/fuzz regression
+// metaio_compressed_without_size.mha). Refused from the header, naming the field.
+TEST(VolumeFixtures, CompressedMetaImageWithoutItsSizeIsRefused) {
+  const fs::path dir = fs::temp_directory_path() / ("tessera-mha-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string head = "ObjectType = Image\nNDims = 3\nDimSize = 4 4 4\nElementType = MET_UCHAR\nCompressedData = True\n";
+  for (const auto& [name, size_line, want] :
+       {std::tuple{"no_size.mha", std::string(), std::string("gives no CompressedDataSize")},
+        std::tuple{"zero_size.mha", std::string("CompressedDataSize = 0\n"), std::string("positive byte count")}}) {
+    const std::string path = (dir / name).string();
+    std::ofstream(path, std::ios::binary) << head << size_line << "ElementDataFile = LOCAL\n" << std::string(40, 'x');
+    const std::string what = open_error(path);
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find(want), std::string::npos) << what;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(VolumeFixtures, FourDimensionalVolumeIsRefusedUnlessOneFrame) {

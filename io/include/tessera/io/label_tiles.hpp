@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/label_style.hpp"
 
 namespace tessera::io {
 
@@ -25,8 +26,10 @@ void write_label_tile(const std::string& path, const ImageInfo& like, const Box&
 bool label_tile_valid(const std::string& path, const ImageInfo& like, const Box& inset);
 
 /// Writes the mosaic of `tiles` (paths, each covering insets[i]; together they cover the image
-/// once) to `output`, atomically. Rasters: also leaves `<tiles dir>/mosaic.vrt`.
+/// once) to `output`, atomically. Rasters: also leaves `<tiles dir>/mosaic.vrt`, and the
+/// output follows `style` (class names, attribute table with the mosaic's pixel counts, COG,
+/// .qml) as a single process's LabelRasterWriter output does. Tiles themselves are bare.
 void assemble_label_tiles(const std::vector<std::string>& tiles, const std::vector<Box>& insets,
-                          const std::string& output, const ImageInfo& like);
+                          const std::string& output, const ImageInfo& like, const LabelStyle& style = {});
 
 }  // namespace tessera::io

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/label_style.hpp"
 
 namespace tessera::io {
 
@@ -14,7 +15,9 @@ std::unique_ptr<ImageSource> open_image(const std::string& path);
 /// Rasters: per-band mean and standard deviation (approximate, from overviews or a sample).
 /// Volumes: Hounsfield units in an abdominal window, (HU − 40) / 250.
 Normalization default_normalization(const ImageSource& image);
-/// A label sink matching the input's kind and geometry, writing to `path`.
-std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like);
+/// A label sink matching the input's kind and geometry, writing to `path`. Rasters follow
+/// `style` (class names, attribute table, COG, .qml); volumes ignore it.
+std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like,
+                                             const LabelStyle& style = {});
 
 }  // namespace tessera::io

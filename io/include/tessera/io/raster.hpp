@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/label_style.hpp"
 
 namespace tessera::io {
 
@@ -67,18 +68,25 @@ class RasterReader final : public ImageSource {
 };
 
 struct LabelRasterOptions {
-  std::string path;           ///< final output path (GeoTIFF)
+  std::string path;           ///< final output path (GeoTIFF; ".cog.tif": a COG)
   Index extent;               ///< (height, width)
   Georeference geo;           ///< copied from the input
   int block = 256;            ///< internal tile size
   std::string compress = "DEFLATE";
+  LabelStyle style;           ///< class names, attribute table, COG, .qml (tessera/io/label_style.hpp)
   LabelRasterOptions(std::string path_, Index extent_, Georeference geo_)
       : path(std::move(path_)), extent(std::move(extent_)), geo(std::move(geo_)) {}
+  LabelRasterOptions& with_style(LabelStyle v) { style = std::move(v); return *this; }
 };
 
 /// A tiled, compressed Byte GeoTIFF of labels, written window by window under a temporary
 /// name and renamed to `path` on commit(); destroyed uncommitted, it deletes the temporary.
-/// Nodata value kNoDataLabel.
+/// Nodata value kNoDataLabel, colour table label_color(). Unless the style is bare, commit()
+/// also names the classes (CLASS_<id> metadata; category names and an attribute table whose
+/// Count column is the pixels written per class, in `<path>.aux.xml`), writes the QGIS style
+/// `<path minus extension>.qml`, and makes a COG when the style or the name asks for one
+/// (see tessera/io/label_style.hpp). Each pixel is written once (the LabelSink contract),
+/// so the counts add up the windows written. Not thread safe.
 class LabelRasterWriter final : public LabelSink {
  public:
   explicit LabelRasterWriter(LabelRasterOptions options);
