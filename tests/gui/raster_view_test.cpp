@@ -1,5 +1,6 @@
 // RasterView through the main window, looking at pixels: overlay blend, outline, hidden
-// labels, the readout of a georeferenced pixel, bad files, and the bounded tile cache.
+// labels, the readout of a georeferenced pixel, bad files, the bounded tile cache, and the
+// analysts' outputs: a mosaic VRT of many scenes' labels and a COG with internal overviews.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,8 @@
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
 #include "tessera/core/colors.hpp"
+#include "tessera/io/label_style.hpp"
+#include "tessera/io/reproject.hpp"
 
 namespace tessera::gui {
 namespace {
@@ -254,6 +257,63 @@ TEST(RasterView, TileCacheStaysUnderItsLimitWhilePanningALargeRaster) {
   std::printf("[ figure  ] worst repaint %.2f ms, peak cache %.1f MiB, limit %.0f MiB\n", worst_ms,
               double(view.cache().peak_bytes()) / (1 << 20), double(limit) / (1 << 20));
   EXPECT_LE(view.cache().peak_bytes(), limit);
+}
+
+// What `tessera infer --mosaic` and `--cog` write, opened as the overlay: the mosaic VRT of two
+// scenes' label rasters (io::build_scene_mosaic) shows each scene's classes at its place with
+// the names the VRT carries; a COG label raster (io::restyle_label_raster with cog) has
+// internal overviews the viewer reads when zoomed out, and still shows its classes there.
+// image_value's pattern for any height: a dark top and a bright bottom tenth, so that the
+// 2–98 % stretch is the identity and the middle shows kImage.
+std::function<uint8_t(int, int, int)> banded_image(int height) {
+  return [height](int band, int, int y) {
+    if (y < height / 10 + 1) return uint8_t(0);
+    if (y >= height - height / 10 - 1) return uint8_t(255);
+    return uint8_t(100 + 50 * band);
+  };
+}
+
+TEST(RasterView, MosaicVrtOfScenesShowsEachScenesLabelsWithTheirNames) {
+  TempDir dir;
+  const std::vector<double> left = {500000, 0.5, 0, 5800000, 0, -0.5}, right = {500064, 0.5, 0, 5800000, 0, -0.5};
+  const std::string a = dir.file("scene_a.tif"), b = dir.file("scene_b.tif"), mosaic = dir.file("mosaic.vrt");
+  test::write_raster(a, 128, 96, 1, [](int, int x, int y) { return uint8_t(x >= 20 && x < 60 && y >= 20 && y < 60 ? 2 : 0); }, left);
+  test::write_raster(b, 128, 96, 1, [](int, int x, int y) { return uint8_t(x >= 70 && x < 110 && y >= 30 && y < 70 ? 1 : 0); }, right);
+  io::build_scene_mosaic({a, b}, mosaic, io::LabelStyle().with_class_names({"vegetation", "building", "road"}).with_classes(3));
+  const std::string image = dir.file("image.tif");  // the mosaic's grid: 256 x 96 from x = 500000
+  test::write_raster(image, 256, 96, 3, banded_image(96), left);
+  Viewer v;
+  ASSERT_TRUE(v.open(image, mosaic));
+  RasterView* view = v.window.rasterView();
+  ASSERT_TRUE(view->labelMeta().has_value());
+  EXPECT_EQ(view->labelMeta()->width, 256);
+  EXPECT_EQ(view->labelMeta()->class_names[1], "building");
+  EXPECT_EQ(view->labelMeta()->class_names[2], "road");
+  view->setView(QPointF(128, 48), 3.0);
+  ASSERT_TRUE(settle(view));
+  EXPECT_EQ(pixel_at(view, 40, 40), expected(2, 0.5));        // scene a's road
+  EXPECT_EQ(pixel_at(view, 128 + 90, 50), expected(1, 0.5));  // scene b's building, 128 px further east
+  EXPECT_EQ(pixel_at(view, 90, 50), kImage);                  // scene a there is background
+}
+
+TEST(RasterView, CogLabelsOpenWithInternalOverviewsAndShowTheirClassesZoomedOut) {
+  TempDir dir;
+  const int n = 2048;
+  const std::string labels = dir.file("labels.tif"), image = dir.file("image.tif");
+  test::write_raster(labels, n, n, 1, [](int, int x, int y) { return uint8_t(x >= 512 && x < 1536 && y >= 512 && y < 1536 ? 2 : 0); });
+  io::restyle_label_raster(labels, io::LabelStyle().with_classes(3).with_cog(true));
+  test::write_raster(image, n, n, 3, banded_image(n));
+  ASSERT_FALSE(std::filesystem::exists(labels + ".ovr"));  // overviews inside the file
+  Viewer v;
+  ASSERT_TRUE(v.open(image, labels));
+  RasterView* view = v.window.rasterView();
+  ASSERT_TRUE(view->labelMeta().has_value());
+  EXPECT_GE(view->labelMeta()->overview_count, 2);
+  view->setView(QPointF(n / 2.0, n / 2.0), 0.125);
+  ASSERT_TRUE(settle(view));
+  EXPECT_GE(view->currentLevel(), 2);
+  EXPECT_EQ(pixel_at(view, 1024, 1024), expected(2, 0.5));
+  EXPECT_EQ(pixel_at(view, 300, 300), kImage);
 }
 
 }  // namespace
