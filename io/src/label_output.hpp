@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include <gdal.h>
+
 #include "tessera/io/label_style.hpp"
 #include "tessera/run/staged_file.hpp"
 
@@ -29,6 +31,10 @@ void publish_label_raster(StagedFile& gtiff, const LabelStyle& style, const Labe
 /// table) is copied to `<target>.aux.xml`. Throws tessera::Error naming `name`.
 void translate_to_cog(const std::string& source, const std::string& target, const char* resampling, bool predictor,
                       const std::string& name);
+
+/// The colour table every Tessera label raster carries: label_color per id, nodata
+/// kNoDataLabel transparent black.
+void set_label_colour_table(GDALRasterBandH band);
 
 /// GDAL's .aux.xml files (PAM) on for this thread while the scope lives; init_gdal turns them
 /// off process-wide so that reading a user's data never leaves one beside it.

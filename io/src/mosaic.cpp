@@ -10,6 +10,7 @@
 #include <gdal.h>
 #include <gdal_utils.h>
 
+#include "gdal_args.hpp"
 #include "gdal_error.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/io/raster.hpp"
@@ -17,12 +18,7 @@
 namespace tessera::io {
 namespace {
 
-// Exact decimal text of a double (std::to_string keeps 6 decimals: degrees lose the grid).
-std::string exact(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", v);
-  return text;
-}
+using detail::exact_decimal;
 
 // gdalbuildvrt's arguments that put the mosaic on the grid of `like`: its extent (-te) and
 // pixel size (-tr), nodata kNoDataLabel in and out.
@@ -33,8 +29,8 @@ std::vector<std::string> grid_arguments(const ImageInfo& like) {
   const double w = double(like.extent[1]), h = double(like.extent[0]);
   const double x0 = gt[0], x1 = gt[0] + w * gt[1], y0 = gt[3], y1 = gt[3] + h * gt[5];
   const std::string nodata = std::to_string(int(kNoDataLabel));
-  return {"-te",        exact(std::min(x0, x1)), exact(std::min(y0, y1)), exact(std::max(x0, x1)),
-          exact(std::max(y0, y1)), "-tr", exact(std::abs(gt[1])), exact(std::abs(gt[5])),
+  return {"-te",        exact_decimal(std::min(x0, x1)), exact_decimal(std::min(y0, y1)), exact_decimal(std::max(x0, x1)),
+          exact_decimal(std::max(y0, y1)), "-tr", exact_decimal(std::abs(gt[1])), exact_decimal(std::abs(gt[5])),
           "-vrtnodata", nodata, "-srcnodata", nodata};
 }
 

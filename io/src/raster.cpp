@@ -333,6 +333,14 @@ LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_uni
   if (o.geo.geotransform.size() == 6) GDALSetGeoTransform(impl_->ds, const_cast<double*>(o.geo.geotransform.data()));
   GDALRasterBandH band = GDALGetRasterBand(impl_->ds, 1);
   GDALSetRasterNoDataValue(band, kNoDataLabel);
+  detail::set_label_colour_table(band);
+}
+
+LabelRasterWriter::~LabelRasterWriter() = default;
+
+namespace detail {
+
+void set_label_colour_table(GDALRasterBandH band) {
   GDALColorTableH table = GDALCreateColorTable(GPI_RGB);
   for (int i = 0; i < 256; ++i) {
     const Rgb c = i == kNoDataLabel ? Rgb{0, 0, 0} : label_color(i);
@@ -343,7 +351,7 @@ LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_uni
   GDALDestroyColorTable(table);
 }
 
-LabelRasterWriter::~LabelRasterWriter() = default;
+}  // namespace detail
 
 void LabelRasterWriter::write(const Box& box, const Block<uint8_t>& labels) {
   TESSERA_CHECK(impl_->ds);

@@ -15,6 +15,7 @@
 #include <gdal_utils.h>
 #include <ogr_srs_api.h>
 
+#include "gdal_args.hpp"
 #include "gdal_error.hpp"
 #include "label_output.hpp"
 #include "tessera/core/colors.hpp"
@@ -27,6 +28,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using detail::gdal_error;
+using detail::exact_decimal;
+using detail::set_label_colour_table;
 
 struct CloseDataset {
   void operator()(GDALDatasetH ds) const { GDALClose(ds); }
@@ -43,12 +46,6 @@ using Xml = std::unique_ptr<CPLXMLNode, DestroyXml>;
 
 const std::string kNoData = std::to_string(int(kNoDataLabel));
 
-// Exact decimal text of a double (std::to_string keeps 6 decimals: degrees lose the grid).
-std::string exact(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", v);
-  return text;
-}
 
 // `text` on one line, cut to `most` characters (a WKT in a message).
 std::string one_line(std::string text, size_t most = 100) {
@@ -122,18 +119,6 @@ std::string crs_label(OGRSpatialReferenceH srs) {
   if (auto code = authority_code(srs)) return *code;
   const char* name = OSRGetName(srs);
   return "\"" + std::string(name && *name ? name : "unnamed CRS") + "\" (no EPSG code)";
-}
-
-// The colour table every Tessera label raster carries (LabelRasterWriter's).
-void set_label_colour_table(GDALRasterBandH band) {
-  GDALColorTableH table = GDALCreateColorTable(GPI_RGB);
-  for (int i = 0; i < 256; ++i) {
-    const Rgb c = i == kNoDataLabel ? Rgb{0, 0, 0} : label_color(i);
-    GDALColorEntry e{c[0], c[1], c[2], static_cast<short>(i == kNoDataLabel ? 0 : 255)};
-    GDALSetColorEntry(table, i, &e);
-  }
-  GDALSetRasterColorTable(band, table);
-  GDALDestroyColorTable(table);
 }
 
 // Band 1 of `ds` keeps `colours` (a source's table) or, when there is none, gets the label one.
@@ -339,8 +324,8 @@ std::vector<std::string> grid_of(GDALDatasetH vrt) {
   double gt[6];
   GDALGetGeoTransform(vrt, gt);
   const double w = GDALGetRasterXSize(vrt), h = GDALGetRasterYSize(vrt);
-  return {"-te", exact(gt[0]), exact(gt[3] + h * gt[5]), exact(gt[0] + w * gt[1]), exact(gt[3]),
-          "-tr", exact(gt[1]), exact(std::abs(gt[5]))};
+  return {"-te", exact_decimal(gt[0]), exact_decimal(gt[3] + h * gt[5]), exact_decimal(gt[0] + w * gt[1]), exact_decimal(gt[3]),
+          "-tr", exact_decimal(gt[1]), exact_decimal(std::abs(gt[5]))};
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -355,7 +340,7 @@ void WarpOptions::validate() const {
   check_target_srs(t_srs);
   if (resolution && !(std::isfinite(*resolution) && *resolution > 0))
     throw Error("resolution: must be a positive pixel size in the units of " + one_line(t_srs) + ", got " +
-                exact(*resolution));
+                exact_decimal(*resolution));
   style.validate();
 }
 
@@ -375,7 +360,7 @@ void warp_label_raster(const std::string& source, const std::string& target, con
   if (!GDALGetSpatialRef(src.get())) throw Error(source + ": has no coordinate reference system to warp from");
   if (resolved(source) == resolved(target)) throw Error(target + ": is the source; warp to another file");
   std::vector<std::string> grid = {"-t_srs", o.t_srs};
-  if (o.resolution) grid.insert(grid.end(), {"-tr", exact(*o.resolution), exact(*o.resolution), "-tap"});
+  if (o.resolution) grid.insert(grid.end(), {"-tr", exact_decimal(*o.resolution), exact_decimal(*o.resolution), "-tap"});
   warp_and_publish({src.get()}, grid, target, o.style);
 }
 
