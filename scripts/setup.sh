@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   python3-torch python3-rasterio python3-numpy python3-gdal
+  libdcmtk-dev dicom3tools python3-pydicom python3-nibabel   # DICOM SEG output and its checks (cli.dicom_seg)
   clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
 )
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/dicom_seg.hpp"
 #include "tessera/io/raster.hpp"
 #include "tessera/io/volume.hpp"
 
@@ -46,6 +47,13 @@ Normalization default_normalization(const ImageSource& image) {
 }
 
 std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like, const LabelStyle& style) {
+  if (ends_with(path, ".dcm") || ends_with(path, ".dicom")) {
+    if (like.format != "DICOM")
+      throw Error(path + ": a DICOM SEG needs a DICOM series as input; " + like.path + " is " +
+                  (like.kind == "volume" ? like.format : "a raster (" + like.format + ")"));
+    return std::make_unique<DicomSegWriter>(DicomSegOptions(path, like.path).with_class_names(style.class_names),
+                                            like.extent);
+  }
   if (like.kind == "volume") {
     if (!is_volume_path(path) || std::filesystem::is_directory(path))
       throw Error(path + ": a volume's labels need a volume file name (.nii.gz, .nrrd, .mha)");

@@ -16,7 +16,10 @@ std::unique_ptr<ImageSource> open_image(const std::string& path);
 /// Volumes: Hounsfield units in an abdominal window, (HU − 40) / 250.
 Normalization default_normalization(const ImageSource& image);
 /// A label sink matching the input's kind and geometry, writing to `path`. Rasters follow
-/// `style` (class names, attribute table, COG, .qml); volumes ignore it.
+/// `style` (class names, attribute table, COG, .qml); volumes ignore it, except that a `path`
+/// ending in .dcm / .dicom for a DICOM series (like.format "DICOM") is a DICOM SEG
+/// referencing that series (DicomSegWriter, segments named by style.class_names); for any
+/// other input such a path is refused.
 std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const ImageInfo& like,
                                              const LabelStyle& style = {});
 

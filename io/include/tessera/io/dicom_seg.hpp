@@ -1,0 +1,97 @@
+#pragma once
+// Labels of a CT/MR DICOM series as a DICOM Segmentation object (SEG IOD, PS3.3 A.51), the
+// form 3D Slicer (dcmqi), OHIF and PACS load next to the series it segments:
+//   * BINARY segmentation, one segment per class id present in the labels, except background
+//     (0) and nodata (kNoDataLabel, 255); segment numbers 1, 2, … in increasing class id;
+//   * segment label = the class name ("class <id>" without one); property category and type
+//     as SNOMED CT codes for known organ names (segment_codes), Tissue / Tissue otherwise;
+//     algorithm AUTOMATIC, named by the options; recommended display colour = label_color;
+//   * one frame per (segment, slice) in which the segment has voxels: empty frames are left
+//     out, as dcmqi does, so a segment lists only the slices it touches. Frames go segment by
+//     segment, slices in Tessera's z order (the reader's order: by position along the normal);
+//   * per frame: Plane Position (the source slice's Image Position Patient, verbatim), Frame
+//     Content (dimension index values: segment number, z + 1), Segment Identification and
+//     Derivation Image (the source slice's SOP Class/Instance UID, purpose 121322 DCM "Source
+//     image for image processing operation"); shared: Plane Orientation and Pixel Measures;
+//   * patient, study and frame of reference taken over from the source series; the equipment
+//     is Tessera's (it made the SEG); Referenced Series Sequence lists every source instance.
+// The labels are kept in memory (one byte per voxel); commit() writes the file staged
+// (tessera/run/staged_file.hpp). DCMTK types stay in io/src. Not thread safe.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/image_source.hpp"
+
+namespace tessera::io {
+namespace detail {
+struct DicomSegSource;  // the source series' headers (io/src/dicom_seg.cpp)
+}
+
+struct DicomSegOptions {
+  std::string path;                      ///< the SEG file to write (.dcm)
+  std::string source;                    ///< the DICOM series read: its folder, or one of its files
+  std::vector<std::string> class_names;  ///< by class id; ids without a name are "class <id>"
+  std::string algorithm_name = "Tessera U-Net";               ///< Segment Algorithm Name
+  std::string series_description = "Tessera segmentation";  ///< Series Description of the SEG
+
+  DicomSegOptions(std::string path_, std::string source_) : path(std::move(path_)), source(std::move(source_)) {}
+  DicomSegOptions& with_class_names(std::vector<std::string> v) { class_names = std::move(v); return *this; }
+  DicomSegOptions& with_algorithm_name(std::string v) { algorithm_name = std::move(v); return *this; }
+  DicomSegOptions& with_series_description(std::string v) { series_description = std::move(v); return *this; }
+
+  /// Throws tessera::Error naming the bad field.
+  void validate() const;
+};
+
+/// A coded concept: (code value, coding scheme designator, code meaning), e.g.
+/// ("10200004", "SCT", "Liver").
+struct CodedConcept {
+  std::string value;
+  std::string scheme;
+  std::string meaning;
+  bool operator==(const CodedConcept&) const = default;
+};
+
+/// Segmented Property Category and Type of a class name. Known organ names (case-insensitive;
+/// '_' and '-' read as spaces: liver, kidney, spleen, pancreas, …) map to SNOMED CT under the
+/// category Anatomical Structure (SCT 91723000); tumor / lesion to Morphologically Abnormal
+/// Structure (SCT 49755003); anything else to category Tissue, type Tissue (SCT 85756007).
+struct SegmentCodes {
+  CodedConcept category;
+  CodedConcept type;
+};
+SegmentCodes segment_codes(const std::string& class_name);
+
+/// sRGB (0..255 per channel) as DICOM's scaled CIELab (PS3.3 C.10.7.1.1): L* × 65535 / 100,
+/// (a* + 128) × 65535 / 255, (b* + 128) × 65535 / 255, rounded; D65 white point, as dcmqi.
+std::array<uint16_t, 3> dicom_lab_from_srgb(uint8_t r, uint8_t g, uint8_t b);
+
+/// A LabelSink writing a DICOM SEG (see above). The constructor reads the source series'
+/// headers and checks them against `extent` (z, y, x) (slices, rows, columns; one orientation),
+/// so a mismatch fails before any inference. Throws tessera::Error("<path>: <problem>").
+/// Destroyed without commit(), it leaves nothing at `options.path`.
+class DicomSegWriter final : public LabelSink {
+ public:
+  DicomSegWriter(DicomSegOptions options, Index extent);
+  ~DicomSegWriter() override;
+  DicomSegWriter(const DicomSegWriter&) = delete;
+  DicomSegWriter& operator=(const DicomSegWriter&) = delete;
+
+  /// Box (z, y, x); labels shape (1, box.size...).
+  void write(const Box& box, const Block<uint8_t>& labels) override;
+  /// Builds and writes the SEG. Throws tessera::Error naming the file when no voxel holds a
+  /// class other than background or nodata (a SEG needs at least one segment).
+  void commit() override;
+
+ private:
+  DicomSegOptions options_;
+  Index extent_;
+  std::unique_ptr<detail::DicomSegSource> source_;
+  std::vector<uint8_t> labels_;  // z-major, x fastest
+  bool committed_ = false;
+};
+
+}  // namespace tessera::io
