@@ -63,10 +63,20 @@ Batch make_batch(const UNetOptions& o, int64_t side, int64_t n, uint64_t seed) {
 struct Reference {
   double loss = 0;
   std::map<std::string, torch::Tensor> grads;
+  // Per parameter: max over elements of Σ_s |∂loss_s/∂θ|, loss_s = sample s's share of the
+  // loss. A pipeline adds the micro-batches' gradients in its schedule's order, so it differs
+  // from one process by rounding relative to the terms it adds, not to their sum, which
+  // cancels to a fraction of them in some parameters (a group norm's weights).
+  std::map<std::string, double> magnitude;
 };
 
-// One process, whole batch: the uncut model's forward, loss and backward.
+// One process, whole batch: the uncut model's forward, loss and backward; then each sample's
+// share of the loss (cross-entropy or focal: its class-weighted sum over pixels divided by the
+// whole batch's class-weighted pixel count, so the shares add up to the loss) for
+// Reference::magnitude.
 Reference single_process(UNet& net, const Batch& b, const LossOptions& lo) {
+  EXPECT_TRUE(lo.kind == LossKind::kCrossEntropy || lo.kind == LossKind::kFocal)
+      << "sample shares are worked out for losses that are a sum over pixels (cross-entropy, focal)";
   net->zero_grad();
   const auto logits = net->forward(b.input);
   const auto loss = segmentation_loss(logits, b.target, lo);
@@ -74,6 +84,22 @@ Reference single_process(UNet& net, const Batch& b, const LossOptions& lo) {
   Reference r;
   r.loss = loss.item<double>();
   for (const auto& p : net->named_parameters()) r.grads[p.key()] = p.value().grad().clone();
+
+  const int64_t classes = logits.size(1);
+  const torch::Tensor batch_weight = loss_statistics(logits.detach(), b.target, lo).narrow(0, 0, 1);
+  std::map<std::string, torch::Tensor> sum_abs;
+  for (int64_t i = 0; i < b.input.size(0); ++i) {
+    net->zero_grad();
+    const auto stats = loss_statistics(net->forward(b.input.narrow(0, i, 1)), b.target.narrow(0, i, 1), lo);
+    loss_from_statistics(torch::cat({batch_weight, stats.narrow(0, 1, stats.numel() - 1)}), lo, classes).backward();
+    for (const auto& p : net->named_parameters()) {
+      const torch::Tensor g = p.value().grad().abs();
+      auto [it, fresh] = sum_abs.try_emplace(p.key(), g.clone());
+      if (!fresh) it->second += g;
+    }
+  }
+  for (const auto& [name, m] : sum_abs) r.magnitude[name] = m.max().item<double>();
+  net->zero_grad();
   return r;
 }
 
@@ -88,7 +114,7 @@ bool inert(const std::string& name, const UNetOptions& o) {
 }
 
 struct Comparison {
-  double worst = 0;  // max over this stage's parameters of max|a − b| / max|b|
+  double worst = 0;  // max over this stage's parameters of max|a − b| / Reference::magnitude
   std::string worst_name;
   int64_t compared = 0;  // parameters (elements) compared on this rank
 };
@@ -107,7 +133,7 @@ Comparison compare(PipelineTrainer& t, const Reference& r, const UNetOptions& o)
     EXPECT_TRUE(p.value().grad().defined()) << p.key();
     if (!p.value().grad().defined()) continue;
     const double diff = (p.value().grad() - ref).abs().max().item<double>();
-    const double scale = inert(p.key(), o) ? largest : ref.abs().max().item<double>();
+    const double scale = inert(p.key(), o) ? largest : r.magnitude.at(p.key());
     const double rel = diff / std::max(scale, 1e-30);
     if (rel > c.worst) {
       c.worst = rel;
