@@ -24,6 +24,7 @@
 
 #include "commands.hpp"
 #include "infer_scenes.hpp"
+#include "msd_dataset.hpp"
 #include "model_options.hpp"
 #include "overlay.hpp"
 #include "tessera/core/checkpoint.hpp"
@@ -53,7 +54,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Flags {
-  std::string checkpoint, init, input, output, overlay, run_dir, vectorize, probabilities;
+  std::string checkpoint, init, input, output, overlay, run_dir, vectorize, probabilities, series;
   double min_area = 0, simplify = 0;
   bool vector_background = false;
   ModelFlags model;
@@ -75,8 +76,13 @@ bool is_image_file(const fs::path& p) {
   return std::any_of(std::begin(exts), std::end(exts), [&](const char* x) { return e == x; });
 }
 
-// A folder holding image files is a batch of scenes; any other folder is a DICOM series.
+// A dataset folder (dataset.json: MSD / nnU-Net) is its test images, written as <case><ending>;
+// a folder holding image files is a batch of scenes; any other folder is a DICOM series.
 std::vector<std::pair<std::string, std::string>> plan_outputs(const Flags& f) {
+  if (fs::is_regular_file(fs::path(f.input) / "dataset.json")) {  // an MSD / nnU-Net folder: its test images
+    fs::create_directories(f.output);
+    return msd_inference_jobs(f.input, f.output);
+  }
   if (fs::is_directory(f.input)) {
     std::vector<fs::path> files;
     for (const auto& e : fs::directory_iterator(f.input))
@@ -335,7 +341,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
                  const SceneMaker& maker, const std::string& input, const std::string& output,
                  parallel::Communicator& group, int threads, bool in_folder) {
   const bool root = group.rank() == 0;
-  auto image = io::open_image(input);
+  auto image = io::open_image(input, io::ImageOpenOptions().with_series_uid(f.series));
   const Index& extent = image->info().extent;
   if (!f.vectorize.empty() && extent.size() != 2) throw Error("--vectorize needs a 2-D raster; " + input + " is a volume");
   if (!f.probabilities.empty() && extent.size() != 2)
@@ -417,7 +423,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
     if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
   }
   if (!f.overlay.empty()) {
-    write_overlay_png(input, labels, f.overlay);
+    write_overlay_png(image->info().path, labels, f.overlay);
     std::printf("overlay: %s\n", f.overlay.c_str());
   }
   if (warp) {
@@ -580,6 +586,9 @@ void register_infer(CLI::App& app) {
                   "(default: half the free RAM, MemAvailable, split among the ranks of a node; inference runs "
                   "on the CPU)");
   cmd->add_option("--batch", f.batch, "Tiles per forward pass")->capture_default_str();
+  cmd->add_option("--series", f.series,
+                  "DICOM: the SeriesInstanceUID to read from a folder holding several series (list them: tessera "
+                  "info FOLDER)");
   cmd->add_option("--run-dir", f.run_dir,
                   "Keep finished tiles in RUN/tiles/ (resumable) and spread them over MPI ranks");
   cmd->add_option("--overlay", f.overlay, "Also write a PNG of the image with the labels blended on top");

@@ -9,6 +9,8 @@
 //     pairs: [{image: scene.tif, labels: scene_labels.tif}]   # or labels: polygons.gpkg, label_attribute: class_id
 //     class_names: [background, building, road, water]
 //     holdout: {axis: x, fraction: 0.25}
+//   data: {dataset: Task03_Liver, validation: [liver_007]}  # or: an MSD / nnU-Net folder (msd_dataset.hpp),
+//                                                           # validation: [ids] | fold: K, folds: N
 //   train: {tile: 64, batch: 4, steps: 400, learning_rate: 0.002, seed: 1,
 //           optimizer: adam, schedule: cosine, warmup_steps: 20, grad_clip: 1.0, accumulate: 1,
 //           steps_per_epoch: 100, curriculum: [{epoch: 0, tile: 64}, {epoch: 2, tile: 128}],
@@ -33,6 +35,7 @@
 
 #include "commands.hpp"
 #include "config_file.hpp"
+#include "msd_dataset.hpp"
 #include "options_cli.hpp"
 #include "regions.hpp"
 #include "train_config.hpp"
@@ -130,6 +133,44 @@ Dataset open_pairs(const RunConfig& c, const std::string& config) {
     d.pairs.push_back({&image, &labels, training_region(extent, holdout)});
     if (c.validate && holdout.fraction > 0) d.validation.push_back({&image, &labels, holdout_region(extent, holdout)});
   }
+  return d;
+}
+
+// data.dataset: its cases as pairs, the validation cases (data.validation, or fold K of N:
+// every N-th case by id from the K-th) as whole-image validation pairs, its labels as the
+// class names.
+Dataset open_dataset(RunConfig& c, const std::string& config) {
+  const MsdDataset msd = read_msd_dataset(resolve_path(config, c.data.dataset));
+  take_dataset_classes(c, msd.class_names, config);
+  MsdSplit split;
+  try {
+    split = split_msd_cases(msd, c.data.validation, c.data.fold, c.data.folds);
+  } catch (const Error& e) {
+    throw Error(config + ": " + e.what());
+  }
+  Dataset d;
+  auto open_case = [&](const MsdCase& k) {
+    d.images.push_back(io::open_image(k.image));
+    d.labels.push_back(io::open_image(k.label));
+    const ImageSource& image = *d.images.back();
+    const ImageSource& labels = *d.labels.back();
+    if (image.info().extent != labels.info().extent)
+      throw Error(labels.info().path + ": label size " + to_string(labels.info().extent) + " differs from image size " +
+                  to_string(image.info().extent) + " of " + image.info().path);
+    const Index& extent = image.info().extent;
+    return TrainingPair{&image, &labels, Box{Index(extent.size(), 0), extent}};
+  };
+  for (const MsdCase& k : split.training) d.pairs.push_back(open_case(k));
+  for (const MsdCase& k : split.validation) {
+    const TrainingPair whole = open_case(k);
+    if (c.validate) d.validation.push_back(whole);
+  }
+  std::string held;
+  for (const MsdCase& k : split.validation) held += (held.empty() ? ": " : ", ") + k.id;
+  const std::string fold =
+      c.data.folds > 0 ? " (fold " + std::to_string(c.data.fold) + " of " + std::to_string(c.data.folds) + ")" : "";
+  std::fprintf(stderr, "train: %s: %zu training cases, %zu validation cases%s%s\n", msd.folder.c_str(),
+               split.training.size(), split.validation.size(), fold.c_str(), held.c_str());
   return d;
 }
 
@@ -464,7 +505,7 @@ void run_dsn(const Flags& f, RunConfig& c) {
 void run(const Flags& f) {
   RunConfig c = load_config(f);
   if (c.model.is_dsn()) return run_dsn(f, c);
-  Dataset data = open_pairs(c, f.config);
+  Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;
 
@@ -504,7 +545,9 @@ void run(const Flags& f) {
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a U-Net from a YAML config (flags override the file)");
   static Flags f;
-  cmd->add_option("--config", f.config, "YAML file: run_dir, model, data (pairs, class_names, holdout), train")
+  cmd->add_option("--config", f.config,
+                  "YAML file: run_dir, model, data (pairs, class_names, holdout; or dataset: an MSD / nnU-Net folder with "
+                  "validation: [case ids] or fold: K, folds: N = every N-th case by id from the K-th), train")
       ->required();
   std::vector<FlagOverrides<RunConfig>::Flag> flags;
   for (const TrainFlag& flag : train_flags()) flags.push_back({flag.key, flag.aliases});

@@ -17,7 +17,7 @@ void locate_pairs(const ConfigSection& data, std::vector<PairConfig>& pairs) {
 void locate(const ConfigSection& root, RunConfig& c) {
   const ConfigSection data = root.section("data");
   const ConfigSection source = data.section("source");
-  c.pairs_where = c.model.is_dsn() ? source.where("pairs") : data.where("pairs");
+  c.pairs_where = c.model.is_dsn() ? source.where("pairs") : data.has("dataset") ? data.where("dataset") : data.where("pairs");
   locate_pairs(data, c.data.pairs);
   locate_pairs(source, c.data.source.pairs);
   const std::vector<ConfigSection> targets = data.list("targets");
@@ -37,10 +37,28 @@ void require_domains(const RunConfig& c) {
       throw Error(c.data.targets[i].where + ": data.targets[" + std::to_string(i) + "].images: at least one image");
 }
 
+// data.dataset: instead of pairs; validation by case, not by holdout.
+void require_dataset(const RunConfig& c) {
+  const DataConfig& d = c.data;
+  if (!d.pairs.empty())
+    throw Error(c.pairs_where + ": data.dataset and data.pairs: give one of them (the dataset's cases are its pairs)");
+  if (c.model.is_dsn()) throw Error(c.pairs_where + ": data.dataset is for model.kind unet (a DSN takes data.source and data.targets)");
+  if (d.holdout.fraction > 0)
+    throw Error(c.pairs_where + ": data.holdout is for data.pairs; with data.dataset validate on whole cases (data.validation or data.fold/folds)");
+  if (!d.validation.empty() && d.folds > 0)
+    throw Error(c.pairs_where + ": data.validation and data.folds: give one of them, not both");
+  if (d.folds < 0 || (d.folds > 0 && (d.fold < 0 || d.fold >= d.folds)) || (d.folds == 0 && d.fold != 0))
+    throw Error(c.pairs_where + ": data.fold " + std::to_string(d.fold) + " of data.folds " + std::to_string(d.folds) +
+                ": expected 0 <= fold < folds (folds 0: no folds)");
+}
+
 // What the file must have, checked once every key is known to be spelt right.
 void require_pairs(const RunConfig& c) {
   if (c.model.kind != "unet" && c.model.kind != "dsn")
     throw Error(c.pairs_where + ": model.kind '" + c.model.kind + "': expected unet or dsn");
+  if (!c.data.dataset.empty()) return require_dataset(c);
+  if (!c.data.validation.empty() || c.data.folds != 0 || c.data.fold != 0)
+    throw Error(c.pairs_where + ": data.validation, data.fold and data.folds need data.dataset");
   if (c.model.is_dsn()) return require_domains(c);
   if (!c.data.targets.empty() || !c.data.source.pairs.empty())
     throw Error(c.pairs_where + ": data.source and data.targets are for model.kind dsn (this model is a plain U-Net)");
@@ -61,6 +79,7 @@ RunConfig read_run_config(const ConfigFile& file) {
   const ConfigSection model = root.section("model");
   model.read_as("preset", c.model.options, [](const std::string& name) { return unet_preset(name); });
   c.in_channels_given = model.has("in_channels");
+  c.classes_given = model.has("classes");
   read_fields(root, c);
   file.reject_unknown_keys();  // first: a misspelt key is reported as such, not as a missing one
   locate(root, c);
@@ -70,6 +89,15 @@ RunConfig read_run_config(const ConfigFile& file) {
       throw Error(p.where + ": " + p.prefix + (p.image.empty() ? "image" : "labels") +
                   ": required (every source pair names an image and its labels)");
   return c;
+}
+
+void take_dataset_classes(RunConfig& c, const std::vector<std::string>& dataset_classes, const std::string& where) {
+  const int n = static_cast<int>(dataset_classes.size());
+  if (c.data.class_names.empty()) c.data.class_names = dataset_classes;
+  if (static_cast<int>(c.data.class_names.size()) != n)
+    throw Error(where + ": data.class_names has " + std::to_string(c.data.class_names.size()) + " names but the dataset has " +
+                std::to_string(n) + " labels");
+  if (!c.classes_given) c.model.options.classes = n;
 }
 
 std::string resolved_config_yaml(const RunConfig& c) {

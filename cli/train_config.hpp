@@ -4,6 +4,7 @@
 //   run_dir: runs/scene
 //   model: {preset: unet-tiny, classes: 4}          # the preset, then any UNetOptions field
 //   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
+//   data: {dataset: DIR, validation: [case ids] | fold: K, folds: N}   # an MSD / nnU-Net folder (msd_dataset.hpp)
 //   train: {TrainOptions fields (train_options_binding.hpp), validate}
 //   parallel: {dp, pp, sp, sp_mesh, fusion_mib, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
 // A key nobody declared is an error naming the file, line and closest key (config_file.hpp).
@@ -54,6 +55,10 @@ struct DataConfig {
   std::vector<TargetConfig> targets;  ///< kind dsn: the unlabelled domains
   std::vector<std::string> class_names;
   Holdout holdout;
+  std::string dataset;                  ///< an MSD / nnU-Net folder (relative to the config file), instead of pairs
+  std::vector<std::string> validation;  ///< with dataset: the cases validated on (whole images), never trained on
+  int fold = 0;                         ///< with dataset and folds > 0: validate on every folds-th case from this one
+  int folds = 0;                        ///< 0: no folds
 };
 
 /// parallel: the process grid and the parallel modes' knobs.
@@ -75,6 +80,7 @@ struct RunConfig {
   ParallelConfig parallel;
   DataConfig data;
   bool in_channels_given = false;  ///< model.in_channels in the file (else taken from the image)
+  bool classes_given = false;      ///< model.classes in the file (else data.dataset's label count)
   std::string pairs_where;         ///< "FILE:LINE" of data.pairs (or of the file)
 };
 
@@ -119,6 +125,13 @@ void fields(DataConfig& d, V& v) {
   v.list("pairs", d.pairs, "{image, labels} pairs");
   v.section("source", d.source, "kind dsn: the labelled domain");
   v.list("targets", d.targets, "kind dsn: the unlabelled domains, each {images: [...]}");
+  v.field("dataset", d.dataset,
+          "A Medical Segmentation Decathlon / nnU-Net folder (dataset.json, imagesTr, labelsTr) instead of pairs; "
+          "class_names default to its labels");
+  v.field("validation", d.validation, "With dataset: case ids validated on as whole images, never trained on");
+  v.field("fold", d.fold, "With dataset and folds: validate on fold K = every N-th case (sorted by id) from the K-th");
+  v.field("folds", d.folds,
+          "With dataset: N folds (0: none); a fixed split by id order, not nnU-Net's random splits_final.json");
 }
 
 /// train: is TrainOptions plus `validate`; a view made inside fields(RunConfig&).
@@ -166,8 +179,12 @@ void fields(RunConfig& c, V& v) {
 // ---- reading and writing ---------------------------------------------------------------
 
 /// Reads a whole config: every declared key, then rejects unknown keys, then requires
-/// data.pairs. Throws tessera::Error "FILE:LINE: …".
+/// data.pairs or data.dataset (not both). Throws tessera::Error "FILE:LINE: …".
 RunConfig read_run_config(const ConfigFile& file);
+
+/// data.dataset's label names as data.class_names (and model.classes unless given); a
+/// data.class_names the file gives must have as many. `where` prefixes the error.
+void take_dataset_classes(RunConfig& c, const std::vector<std::string>& dataset_classes, const std::string& where);
 
 /// The resolved configuration: every declared field, defaults included; reading it back
 /// gives the same RunConfig.

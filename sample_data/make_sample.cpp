@@ -1,9 +1,13 @@
 // tessera-make-sample: writes the deterministic sample data the demo and the tests use.
 //   tessera-make-sample --out DIR [--size 2048] [--ct-size 128] [--seed 7] [--targets 3]
-//                       [--only scene|ct|all]
+//                       [--only scene|ct|all] [--msd DIR]
 // Besides the source scene and CT, --targets N target domains of each for domain adaptation
 // (scene_t<k>, ct_t<k>, k = 1 … N): another layout or patient seen through another sensor
 // or scanner; their labels are for evaluation only.
+// --msd DIR writes the CTs as a Medical Segmentation Decathlon (v1) dataset instead of (or
+// besides) --out: the source CT and the --targets target CTs as training cases
+// (imagesTr/ct_000.nii.gz, labelsTr/ct_000.nii.gz, …), one more patient (seed + 1, its own
+// scanner) in imagesTs/ct_test_000.nii.gz, and dataset.json naming the classes.
 // One summary line per file written; on failure one line naming the file, exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -17,6 +21,8 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "ct_phantom.hpp"
 #include "label_stats.hpp"
@@ -29,6 +35,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/io/raster.hpp"
 #include "tessera/io/volume.hpp"
+#include "tessera/run/staged_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -37,7 +44,8 @@ using namespace tessera::sample;
 namespace {
 
 struct MakeSampleOptions {
-  std::string out_dir;      ///< required; created when missing
+  std::string out_dir;      ///< created when missing; required unless msd_dir is given
+  std::string msd_dir;      ///< an MSD v1 dataset of the CTs; "" = none
   int size = 2048;          ///< scene width and height, pixels
   int ct_size = 128;        ///< CT voxels per axis
   uint64_t seed = 7;
@@ -45,7 +53,9 @@ struct MakeSampleOptions {
   std::string only = "all";  ///< "scene", "ct" or "all"
 
   void validate() const {
-    if (out_dir.empty()) throw Error("--out: an output folder is required");
+    if (out_dir.empty() && msd_dir.empty()) throw Error("--out: an output folder is required (or --msd DIR)");
+    if (!msd_dir.empty() && targets < 1)
+      throw Error("--msd: needs --targets 1 or more (a dataset of at least two training cases)");
     if (targets < 0 || targets > kMaxTargetDomains)
       throw Error("--targets: " + std::to_string(targets) + " is outside [0, " +
                   std::to_string(kMaxTargetDomains) + "]");
@@ -117,6 +127,19 @@ std::string make_scene(const MakeSampleOptions& o, int k) {
   return summary;
 }
 
+void write_ct_volume(const CtPhantom& ct, const std::string& path) {
+  io::write_volume(path, ct.extent, ct.geo, ct.hu, /*as_int16=*/true);
+}
+
+void write_ct_labels(const CtPhantom& ct, const std::string& path) {
+  io::LabelVolumeWriter writer(path, ct.extent, ct.geo);
+  Block<uint8_t> block;
+  block.shape = {1, ct.extent[0], ct.extent[1], ct.extent[2]};
+  block.data = ct.labels;
+  writer.write(Box{{0, 0, 0}, ct.extent}, block);
+  writer.commit();
+}
+
 // The source CT (k = 0, also as DICOM) or target CT k: another patient on another scanner.
 std::string make_ct(const MakeSampleOptions& o, int k) {
   std::string summary;
@@ -131,18 +154,13 @@ std::string make_ct(const MakeSampleOptions& o, int k) {
                                         ct.extent[1], ct.extent[0], g.spacing[0], g.spacing[1],
                                         g.spacing[2]);
 
-  io::write_volume(volume, ct.extent, ct.geo, ct.hu, /*as_int16=*/true);
+  write_ct_volume(ct, volume);
   summary += fmt::format(
       "{}: {} Int16 HU, {}{}\n", volume, shape,
       k == 0 ? "" : fmt::format("target domain {}: other patient, {}, ", k, ct.scanner.describe()),
       mib(volume));
 
-  io::LabelVolumeWriter writer(labels, ct.extent, ct.geo);
-  Block<uint8_t> block;
-  block.shape = {1, ct.extent[0], ct.extent[1], ct.extent[2]};
-  block.data = ct.labels;
-  writer.write(Box{{0, 0, 0}, ct.extent}, block);
-  writer.commit();
+  write_ct_labels(ct, labels);
   const int64_t nz = ct.extent[0], z0 = (3 * nz) / 4;
   const auto all = class_fractions(ct.labels, ct.extent, {0, 0, 0}, ct.extent, kCtClassCount);
   const auto back = class_fractions(ct.labels, ct.extent, {z0, 0, 0},
@@ -159,13 +177,61 @@ std::string make_ct(const MakeSampleOptions& o, int k) {
   return summary;
 }
 
+// --msd: training case k (0 = the source CT, k = target k) or, with test, the test patient.
+std::string make_msd_case(const MakeSampleOptions& o, int k, bool test) {
+  CtOptions options{o.ct_size, test ? o.seed + 1 : o.seed};
+  options.domain = test ? 1 : k;
+  const CtPhantom ct = make_ct_phantom(options);
+  const fs::path dir(o.msd_dir);
+  const std::string id = fmt::format("{}_{:03d}", test ? "ct_test" : "ct", k);
+  const std::string image = (dir / (test ? "imagesTs" : "imagesTr") / (id + ".nii.gz")).string();
+  fs::create_directories(fs::path(image).parent_path());
+  write_ct_volume(ct, image);
+  std::string summary = fmt::format("{}: {}x{}x{} Int16 HU, {}\n", image, ct.extent[2], ct.extent[1], ct.extent[0],
+                                    k == 0 && !test ? "source CT" : ct.scanner.describe());
+  if (test) return summary;
+  const std::string labels = (dir / "labelsTr" / (id + ".nii.gz")).string();
+  fs::create_directories(fs::path(labels).parent_path());
+  write_ct_labels(ct, labels);
+  return summary + fmt::format("{}: UInt8 labels\n", labels);
+}
+
+// --msd: dataset.json in the Decathlon's v1 layout, after the files it lists.
+std::string write_msd_json(const MakeSampleOptions& o) {
+  nlohmann::ordered_json j;
+  j["name"] = "TesseraCtPhantom";
+  j["description"] = "Synthetic abdominal CT phantoms from tessera-make-sample";
+  j["tensorImageSize"] = "3D";
+  j["modality"] = {{"0", "CT"}};
+  const std::vector<std::string>& names = ct_class_names();
+  j["labels"] = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < names.size(); ++i) j["labels"][std::to_string(i)] = names[i];
+  j["numTraining"] = o.targets + 1;
+  j["numTest"] = 1;
+  j["training"] = nlohmann::ordered_json::array();
+  for (int k = 0; k <= o.targets; ++k) {
+    const std::string id = fmt::format("ct_{:03d}.nii.gz", k);
+    j["training"].push_back({{"image", "./imagesTr/" + id}, {"label", "./labelsTr/" + id}});
+  }
+  j["test"] = {"./imagesTs/ct_test_000.nii.gz"};
+  const std::string path = (fs::path(o.msd_dir) / "dataset.json").string();
+  write_file_atomically(path, {j.dump(2), "\n"});
+  return fmt::format("{}: MSD v1, {} training cases, 1 test image, labels {}\n", path, o.targets + 1,
+                     fmt::join(names, ", "));
+}
+
 // Every file to write as a job: the scenes first (the source is the longest job), then the CTs.
 std::vector<SummaryJob> sample_jobs(const MakeSampleOptions& o) {
   std::vector<SummaryJob> jobs;
-  for (int k = 0; k <= o.targets && o.only != "ct"; ++k)
+  const bool out = !o.out_dir.empty();
+  for (int k = 0; k <= o.targets && out && o.only != "ct"; ++k)
     jobs.emplace_back([&o, k] { return make_scene(o, k); });
-  for (int k = 0; k <= o.targets && o.only != "scene"; ++k)
+  for (int k = 0; k <= o.targets && out && o.only != "scene"; ++k)
     jobs.emplace_back([&o, k] { return make_ct(o, k); });
+  if (o.msd_dir.empty()) return jobs;
+  for (int k = 0; k <= o.targets; ++k)
+    jobs.emplace_back([&o, k] { return make_msd_case(o, k, false); });
+  jobs.emplace_back([&o] { return make_msd_case(o, 0, true); });
   return jobs;
 }
 
@@ -176,7 +242,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Writes Tessera's deterministic sample data: a 4-band GeoTIFF scene with "
                "labels and a CT volume with labels (NIfTI and DICOM), plus target domains of "
                "both for domain adaptation."};
-  app.add_option("--out", options.out_dir, "output folder (created when missing)")->required();
+  app.add_option("--out", options.out_dir, "output folder (created when missing)");
+  app.add_option("--msd", options.msd_dir,
+                 "also (or, without --out, only) write the CTs as a Medical Segmentation Decathlon dataset "
+                 "(imagesTr, labelsTr, imagesTs, dataset.json) in this folder");
   app.add_option("--size", options.size, "scene width and height in pixels")
       ->capture_default_str();
   app.add_option("--ct-size", options.ct_size, "CT voxels per axis")->capture_default_str();
@@ -196,9 +265,11 @@ int main(int argc, char** argv) {
 
   try {
     options.validate();
-    std::error_code ec;
-    fs::create_directories(options.out_dir, ec);
-    if (ec) throw Error(options.out_dir + ": cannot create folder (" + ec.message() + ")");
+    for (const std::string& dir : {options.out_dir, options.msd_dir}) {
+      std::error_code ec;
+      if (!dir.empty()) fs::create_directories(dir, ec);
+      if (ec) throw Error(dir + ": cannot create folder (" + ec.message() + ")");
+    }
     const auto start = std::chrono::steady_clock::now();
     // GDAL's drivers are registered here, once, before any worker thread opens a file:
     // GDALAllRegister() is not safe to call from several threads at once.
@@ -210,6 +281,7 @@ int main(int argc, char** argv) {
       fmt::print("{}", summary);
       std::fflush(stdout);
     });
+    if (!options.msd_dir.empty()) fmt::print("{}", write_msd_json(options));
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     fmt::print("tessera-make-sample: done in {:.1f} s (seed {}, {} target domains)\n",
                took.count(), options.seed, options.targets);

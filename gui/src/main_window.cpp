@@ -148,7 +148,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     refreshNames();
     showMessage(tr("%1: %2 × %3 × %4 voxels, spacing %5 × %6 × %7 mm")
                     .arg(QString::fromStdString(v->path)).arg(v->nx).arg(v->ny).arg(v->nz)
-                    .arg(v->spacing[0]).arg(v->spacing[1]).arg(v->spacing[2]));
+                    .arg(v->spacing[0]).arg(v->spacing[1]).arg(v->spacing[2]) +
+                (v->source_note.isEmpty() ? QString() : QStringLiteral("; ") + v->source_note));
     emit ready();
   });
   connect(volume_, &VolumeViewer::failed, this, [this](const QString& m) {

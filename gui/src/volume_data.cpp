@@ -21,6 +21,14 @@ std::shared_ptr<VolumeData> load_volume(const std::string& image, const std::str
   if (info.geo.origin.size() == 3) v->origin = info.geo.origin;
   if (info.geo.direction.size() == 9) v->direction = info.geo.direction;
   v->voxels = reader.read(Box{{0, 0, 0}, info.extent}).data;
+  if (const auto& dicom = reader.dicom()) {
+    v->source_note = QString::fromStdString("DICOM series " + io::describe(dicom->series) + ": " + dicom->how);
+    if (dicom->window) {
+      v->has_stored_window = true;
+      v->stored_window = float(dicom->window->width);
+      v->stored_level = float(dicom->window->center);
+    }
+  }
   std::vector<float> sample;
   for (size_t i = 0; i < v->voxels.size(); i += std::max<size_t>(1, v->voxels.size() / 200000))
     if (std::isfinite(v->voxels[i])) sample.push_back(v->voxels[i]);

@@ -26,6 +26,11 @@ struct VolumeData {
   std::vector<double> spacing{1, 1, 1}, origin{0, 0, 0}, direction{1, 0, 0, 0, 1, 0, 0, 0, 1};
   float p_lo = 0, p_hi = 1;     ///< 1st / 99th percentile, default window when not CT
   bool looks_like_ct = false;   ///< minimum near −1024: HU
+  /// DICOM Window Width / Center stored with the series (first slice), in the voxels' values
+  /// (HU): the default window when there is one.
+  bool has_stored_window = false;
+  float stored_window = 0, stored_level = 0;
+  QString source_note;          ///< DICOM: which series was read and how; empty otherwise
   std::array<int64_t, 256> counts{};
   QString label_message;        ///< why the labels were not loaded, if they were not
 

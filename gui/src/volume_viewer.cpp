@@ -9,6 +9,11 @@
 #include "readout.hpp"
 
 namespace tessera::gui {
+namespace {
+// The preset box: percentile range, the CT presets, then the window stored in the file
+// (present only while the volume has one).
+int storedWindowIndex() { return 1 + int(ct_window_presets().size()); }
+}  // namespace
 
 VolumeViewer::VolumeViewer(QWidget* parent) : QWidget(parent), cursor_(this) {
   auto* grid = new QGridLayout(this);
@@ -88,12 +93,22 @@ void VolumeViewer::setVolume(std::shared_ptr<const VolumeData> volume) {
   volume_ = std::move(volume);
   for (auto* v : views_) v->setVolume(volume_);
   cursor_.voxel = {volume_->nx / 2, volume_->ny / 2, volume_->nz / 2};
-  // CT opens in the abdomen window; anything else in its 1st–99th percentile range.
-  applyPreset(volume_->looks_like_ct ? 4 : 0);
-  presets_->setCurrentIndex(volume_->looks_like_ct ? 4 : 0);
+  const int stored = storedWindowIndex();
+  while (presets_->count() > stored) presets_->removeItem(stored);
+  if (volume_->has_stored_window)
+    presets_->addItem(tr("Stored in the file (W %1, L %2)").arg(volume_->stored_window).arg(volume_->stored_level));
+  // A window stored with the series first; else CT opens in the abdomen window, anything else
+  // in its 1st–99th percentile range.
+  const int preset = volume_->has_stored_window ? stored : volume_->looks_like_ct ? 4 : 0;
+  applyPreset(preset);
+  presets_->setCurrentIndex(preset);
 }
 
 void VolumeViewer::applyPreset(int index) {
+  if (index == storedWindowIndex()) {
+    if (volume_ && volume_->has_stored_window) cursor_.setWindowLevel(volume_->stored_window, volume_->stored_level);
+    return;
+  }
   if (index <= 0) {
     if (volume_) cursor_.setWindowLevel(volume_->p_hi - volume_->p_lo, (volume_->p_hi + volume_->p_lo) / 2);
     return;

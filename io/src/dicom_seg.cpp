@@ -7,7 +7,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <string_view>
 
@@ -25,7 +24,6 @@
 #include "dcmtk/dcmiod/iodmacro.h"
 #include "dcmtk/dcmseg/segdoc.h"
 #include "dcmtk/dcmseg/segment.h"
-#include "dcmtk/oflog/oflog.h"
 
 #include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
@@ -37,7 +35,6 @@
 #endif
 
 namespace tessera::io {
-namespace fs = std::filesystem;
 
 // ---- codes and colours ------------------------------------------------------------------
 
@@ -167,15 +164,6 @@ std::string decimal_string(double v) {
   return buf;
 }
 
-// DCMTK reports through its own logger on stderr; Tessera reports one line naming the file.
-void quiet_dcmtk() {
-  static const bool once = [] {
-    OFLog::configure(OFLogger::FATAL_LOG_LEVEL);
-    return true;
-  }();
-  (void)once;
-}
-
 // Throws "<path>: cannot write DICOM SEG: <what>: <DCMTK's reason>" unless `c` is good.
 void check(const OFCondition& c, const std::string& path, const std::string& what) {
   if (c.good()) return;
@@ -194,11 +182,10 @@ std::string get_strings(DcmItem& d, const DcmTagKey& tag) {
   return v.c_str();
 }
 
-// The files of the series `source` names, in the order VolumeReader reads them.
+// The files of the series `source` names, in the order VolumeReader reads them (`source` is
+// the reader's ImageInfo::path, which names a series chosen among several by its first file).
 std::vector<std::string> series_files(const std::string& source) {
-  std::error_code ec;
-  if (fs::is_directory(source, ec)) return detail::dicom_series_files(source, "");
-  return detail::dicom_series_files(fs::absolute(source).parent_path().string(), source);
+  return detail::choose_dicom_series(source, "").files;
 }
 
 template <size_t N>
@@ -260,8 +247,9 @@ std::unique_ptr<DicomSegSource> read_source(const DicomSegOptions& o, const Inde
     files = series_files(o.source);
   } catch (const itk::ExceptionObject& e) {
     throw Error(o.path + ": cannot read the source series " + o.source + ": " + detail::short_reason(e));
+  } catch (const Error& e) {  // "<source>: no DICOM series found", several series, ...
+    throw Error(o.path + ": the source: " + e.what());
   }
-  if (files.empty()) throw Error(o.path + ": no DICOM series found in " + o.source);
   if (static_cast<int64_t>(files.size()) != extent[0])
     throw Error(o.path + ": the source series " + o.source + " has " + std::to_string(files.size()) +
                 " slices, the labels " + std::to_string(extent[0]));
@@ -465,7 +453,7 @@ DicomSegWriter::DicomSegWriter(DicomSegOptions options, Index extent)
   detail::check_volume_extent(extent_);
   if (extent_[1] > 65535 || extent_[2] > 65535)
     throw Error(options_.path + ": a DICOM SEG frame holds at most 65535 x 65535 pixels");
-  quiet_dcmtk();
+  detail::quiet_dcmtk();
   source_ = read_source(options_, extent_);
   labels_.assign(static_cast<size_t>(detail::voxel_count(extent_)), 0);
 }

@@ -34,9 +34,12 @@ bool is_volume_path(const std::string& path) {
   return std::filesystem::is_regular_file(path) && has_dicom_magic(path);
 }
 
-std::unique_ptr<ImageSource> open_image(const std::string& path) {
+std::unique_ptr<ImageSource> open_image(const std::string& path, const ImageOpenOptions& options) {
+  options.validate();
   if (!std::filesystem::exists(path)) throw Error(path + ": no such file or folder");
-  if (is_volume_path(path)) return std::make_unique<VolumeReader>(path);
+  if (is_volume_path(path)) return std::make_unique<VolumeReader>(path, options);
+  if (!options.series_uid.empty())
+    throw Error(path + ": a series UID (" + options.series_uid + ") chooses among DICOM series; this is not DICOM");
   return std::make_unique<RasterReader>(path);
 }
 

@@ -1,5 +1,6 @@
-// DICOM series: finding and reading one (volume_dicom.hpp) and writing one
-// (tessera::io::write_dicom_series: one CT slice per file, uint16 HU + 1024, fresh UIDs).
+// DICOM series: reading one (volume_dicom.hpp; finding and choosing it: dicom_series.cpp) and
+// writing one (tessera::io::write_dicom_series: one CT slice per file, uint16 HU + 1024, fresh
+// UIDs).
 #include "volume_dicom.hpp"
 
 #include <algorithm>
@@ -11,7 +12,6 @@
 #include <system_error>
 
 #include <itkGDCMImageIO.h>
-#include <itkGDCMSeriesFileNames.h>
 #include <itkImageSeriesReader.h>
 #include <itkImageSeriesWriter.h>
 #include <itkMetaDataObject.h>
@@ -23,21 +23,6 @@ namespace tessera::io {
 namespace fs = std::filesystem;
 
 namespace detail {
-
-std::vector<std::string> dicom_series_files(const std::string& folder, const std::string& member) {
-  auto names = itk::GDCMSeriesFileNames::New();
-  names->SetUseSeriesDetails(true);
-  names->SetDirectory(folder);
-  for (const auto& uid : names->GetSeriesUIDs()) {
-    auto files = names->GetFileNames(uid);
-    if (member.empty() && !files.empty()) return files;
-    for (const auto& f : files) {
-      std::error_code ec;
-      if (fs::equivalent(f, member, ec)) return files;
-    }
-  }
-  return {};
-}
 
 Image3<float>::Pointer read_dicom_series(const std::string& path, const std::vector<std::string>& files,
                                          const itk::ImageIOBase::Pointer& gdcm_io) {

@@ -7,7 +7,8 @@
 //   volume_header_checks.* what a header or payload may claim, checked before ITK reads
 //   volume_read.cpp        VolumeReader: opening a file or series, reading boxes
 //   volume_write.cpp       LabelVolumeWriter, write_volume: staged NIfTI / NRRD / MetaImage
-//   volume_dicom.*         DICOM series: finding, reading and writing one
+//   volume_dicom.*         DICOM series: reading and writing one
+//   dicom_series.cpp       DICOM series: listing a folder's, choosing the one a path stands for
 #include <cstdint>
 #include <string>
 

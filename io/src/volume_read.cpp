@@ -4,6 +4,7 @@
 // naming the path.
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -42,12 +43,13 @@ Image3<float>::Pointer read_volume_file(const std::string& path, const itk::Imag
 
 struct LoadedVolume {
   Image3<float>::Pointer image;
-  itk::ImageIOBase::Pointer io;  // the ImageIO that read it (format, voxel type)
+  itk::ImageIOBase::Pointer io;                    // the ImageIO that read it (format, voxel type)
+  std::optional<detail::ChosenDicomSeries> dicom;  // which series, for DICOM input
 };
 
 // A folder is a DICOM series; a DICOM file stands for the series it belongs to in its folder
 // (its slices sharing its series UID; alone in its series it is a one-slice volume).
-LoadedVolume load(const std::string& path) {
+LoadedVolume load(const std::string& path, const ImageOpenOptions& options) {
   std::error_code ec;
   const bool is_folder = fs::is_directory(path, ec);
   if (!is_folder && !fs::exists(path, ec)) fail(path, "no such file");
@@ -56,15 +58,17 @@ LoadedVolume load(const std::string& path) {
     if (is_folder) {
       if (fs::is_empty(path, ec)) fail(path, "no DICOM series found (the folder is empty)");
       v.io = itk::GDCMImageIO::New();
-      v.image = detail::read_dicom_series(path, detail::dicom_series_files(path, ""), v.io);
     } else {
       v.io = detail::io_for_reading(path);
-      if (detail::is_dicom(*v.io)) {
-        const std::string folder = fs::absolute(path).parent_path().string();
-        v.image = detail::read_dicom_series(path, detail::dicom_series_files(folder, path), v.io);
-      } else {
-        v.image = read_volume_file(path, v.io);
-      }
+    }
+    if (is_folder || detail::is_dicom(*v.io)) {
+      v.dicom = detail::choose_dicom_series(path, options.series_uid);
+      v.image = detail::read_dicom_series(path, v.dicom->files, v.io);
+    } else {
+      if (!options.series_uid.empty())
+        fail(path, "a series UID (" + options.series_uid + ") chooses among DICOM series; this is " +
+                       detail::format_name(*v.io));
+      v.image = read_volume_file(path, v.io);
     }
   } catch (const itk::ExceptionObject& e) {
     fail(path, "cannot read volume: " + detail::short_reason(e));
@@ -76,11 +80,13 @@ LoadedVolume load(const std::string& path) {
 
 }  // namespace
 
-VolumeReader::VolumeReader(const std::string& path) {
+VolumeReader::VolumeReader(const std::string& path, const ImageOpenOptions& options) {
+  options.validate();
   detail::quiet_itk();
-  const LoadedVolume v = load(path);
+  const LoadedVolume v = load(path, options);
   const auto size = v.image->GetLargestPossibleRegion().GetSize();
-  info_.path = path;
+  info_.path = v.dicom ? v.dicom->reopen_path : path;
+  if (v.dicom) dicom_ = v.dicom->summary;
   info_.kind = "volume";
   info_.format = detail::format_name(*v.io);
   info_.data_type = detail::data_type_name(v.io->GetComponentType());

@@ -1,6 +1,6 @@
 // Three linked slice views: the crosshair set in one view moves the other two (checked on
 // the cursor and on pixels), the readout gives HU and LPS mm, a mismatched label volume
-// gives a message.
+// gives a message, a DICOM series opens in the window stored with it.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,6 +9,7 @@
 #include <QMouseEvent>
 #include <QTest>
 
+#include "dicom_tags.hpp"
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
 #include "tessera/io/volume.hpp"
@@ -173,6 +174,85 @@ TEST(VolumeViewer, RightDragChangesWindowAndLevel) {
   QTest::mouseRelease(axial, Qt::RightButton, {}, from + QPoint(40, -20));
   EXPECT_GT(vv.cursor()->window, w0);  // drag right widens the window
   EXPECT_GT(vv.cursor()->level, l0);   // drag up raises the level
+}
+
+}  // namespace
+}  // namespace tessera::gui
+
+namespace tessera::gui {
+namespace {
+
+// A CT series of 4 slices 12 x 16, HU −200 + 10i + 20j + 40k (air at voxel 0, so it reads as
+// CT), with `tags` set in every slice through DCMTK.
+std::string write_dicom_ct(const TempDir& dir, const std::string& name,
+                           const std::vector<std::pair<DcmTagKey, std::string>>& tags) {
+  constexpr int nx = 16, ny = 12, nz = 4;
+  std::vector<float> hu(size_t(nx) * ny * nz);
+  for (int k = 0; k < nz; ++k)
+    for (int j = 0; j < ny; ++j)
+      for (int i = 0; i < nx; ++i) hu[(size_t(k) * ny + j) * nx + i] = float(-200 + 10 * i + 20 * j + 40 * k);
+  hu[0] = -1000;
+  Georeference geo;
+  geo.spacing = {0.8, 0.8, 2.5};
+  const std::string folder = dir.file(name);
+  io::write_dicom_series(folder, {nz, ny, nx}, geo, hu);
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (!tags.empty()) tessera::test::set_dicom_tags(entry.path().string(), tags);
+  return folder;
+}
+
+// The grey of axial pixel (3, 2) on the middle slice (k = 2, HU −200 + 30 + 40 + 80 = −50),
+// far from the crosshair, and the grey that window / level give it by hand.
+void expect_grey_of_minus_50(VolumeViewer& vv, float window, float level) {
+  SliceView* axial = vv.view(Plane::Axial);
+  ASSERT_EQ(vv.cursor()->voxel[2], 2);
+  ASSERT_FLOAT_EQ(vv.volume()->at(3, 2, 2), -50.0f);
+  const QImage img = axial->grab().toImage();
+  const int g = std::clamp(int((-50.0f - (level - window / 2)) * 255.0f / window + 0.5f), 0, 255);
+  EXPECT_EQ(img.pixel(axial->slicePixelToWidget(3, 2).toPoint()), qRgb(g, g, g));
+}
+
+TEST(VolumeViewer, DicomSeriesOpensInItsStoredWindow) {
+  TempDir dir;
+  struct Case { const char* center; const char* width; float level, window; };
+  // 40 / 400 as asked; 100 / 700 matches no preset; a first value of several counts.
+  for (const Case c : {Case{"40", "400", 40, 400}, Case{"100\\-600", "700\\1500", 100, 700}}) {
+    const std::string ct = write_dicom_ct(dir, std::string("ct_") + c.center[0], {{DCM_WindowCenter, c.center},
+                                                                                   {DCM_WindowWidth, c.width}});
+    MainWindow window;
+    window.resize(1100, 800);
+    window.show();
+    window.openImage(QString::fromStdString(ct));
+    VolumeViewer* vv = window.volumeViewer();
+    ASSERT_TRUE(wait_until([&] { return vv->volume() != nullptr; })) << window.lastMessage().toStdString();
+    EXPECT_FLOAT_EQ(vv->cursor()->window, c.window);
+    EXPECT_FLOAT_EQ(vv->cursor()->level, c.level);
+    expect_grey_of_minus_50(*vv, c.window, c.level);
+    // The status line says which series was read and how.
+    EXPECT_TRUE(window.lastMessage().contains("the only series in the folder")) << window.lastMessage().toStdString();
+    // Another preset, then the stored window again from the preset box's last entry.
+    vv->applyPreset(2);
+    EXPECT_FLOAT_EQ(vv->cursor()->window, 1500);
+    vv->applyPreset(1 + int(ct_window_presets().size()));
+    EXPECT_FLOAT_EQ(vv->cursor()->window, c.window);
+    EXPECT_FLOAT_EQ(vv->cursor()->level, c.level);
+  }
+}
+
+TEST(VolumeViewer, DicomSeriesWithoutStoredWindowKeepsTheCtDefault) {
+  TempDir dir;
+  const std::string ct = write_dicom_ct(dir, "ct", {});
+  VolumeViewer vv;
+  vv.resize(800, 600);
+  vv.show();
+  vv.openVolume(QString::fromStdString(ct), {});
+  ASSERT_TRUE(wait_until([&] { return vv.volume() != nullptr; }));
+  // The abdomen preset, as for any CT before.
+  const auto& abdomen = ct_window_presets()[3];
+  ASSERT_STREQ(abdomen.name, "Abdomen");
+  EXPECT_FLOAT_EQ(vv.cursor()->window, abdomen.window);
+  EXPECT_FLOAT_EQ(vv.cursor()->level, abdomen.level);
+  expect_grey_of_minus_50(vv, abdomen.window, abdomen.level);
 }
 
 }  // namespace

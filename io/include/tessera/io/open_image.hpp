@@ -1,17 +1,21 @@
 #pragma once
 // Chooses the reader for a path: a folder is a DICOM series; .nii/.nii.gz/.nrrd/.nhdr/
 // .mha/.mhd are ITK volumes; a DICOM file (.dcm, .dicom, or "DICM" at byte 128) is read as
-// the series it belongs to; anything else goes to GDAL.
+// the series it belongs to; anything else goes to GDAL. A folder of several DICOM series is
+// refused unless options.series_uid chooses one (tessera/io/dicom_series.hpp).
 #include <memory>
 #include <string>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/dicom_series.hpp"
 #include "tessera/io/label_style.hpp"
 
 namespace tessera::io {
 
 bool is_volume_path(const std::string& path);
-std::unique_ptr<ImageSource> open_image(const std::string& path);
+/// Throws tessera::Error("<path>: ...") for what cannot be read, and as ImageOpenOptions
+/// says (options.validate(); a series UID for a raster).
+std::unique_ptr<ImageSource> open_image(const std::string& path, const ImageOpenOptions& options = {});
 /// Rasters: per-band mean and standard deviation (approximate, from overviews or a sample).
 /// Volumes: Hounsfield units in an abdominal window, (HU − 40) / 250.
 Normalization default_normalization(const ImageSource& image);

@@ -2,14 +2,17 @@
 // CT / MR volumes through ITK: NIfTI (.nii, .nii.gz), NRRD (.nrrd, .nhdr), MetaImage
 // (.mha, .mhd) and DICOM series (a folder; GDCM, slices sorted by position, rescale
 // slope/intercept applied so CT values are Hounsfield units; one DICOM file is read as the
-// series it belongs to in its folder). A 2-D file is a one-slice volume; 4-D files with more
-// than one time point are refused. ITK types stay in io/src.
+// series it belongs to in its folder, alone a one-slice volume; a folder of several series
+// needs one chosen, tessera/io/dicom_series.hpp). A 2-D file is a one-slice volume; 4-D files
+// with more than one time point are refused. ITK types stay in io/src.
 // The volume is loaded once and tiled in memory. Geometry (spacing, origin, direction,
 // LPS mm, ITK axis order x, y, z) is carried to every output.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/dicom_series.hpp"
 
 namespace tessera::io {
 
@@ -17,8 +20,12 @@ class VolumeReader final : public ImageSource {
  public:
   /// Throws tessera::Error("<path>: <problem>") for missing, truncated or empty input, and,
   /// before reading any voxel, for zero, negative or non-finite spacing, vector voxels, more
-  /// than one time point, or a header claiming more voxels than the file holds or memory fits.
-  explicit VolumeReader(const std::string& path);
+  /// than one time point, or a header claiming more voxels than the file holds or memory fits;
+  /// for a folder of several DICOM series without options.series_uid (the message lists them:
+  /// UID, modality, description, slices), an unknown series_uid, or one given for another
+  /// format. info().path is `path`, except for a series chosen among several in a folder:
+  /// then its first file, so that opening info().path again gives the same volume.
+  explicit VolumeReader(const std::string& path, const ImageOpenOptions& options = {});
   ~VolumeReader() override;
   VolumeReader(const VolumeReader&) = delete;
   VolumeReader& operator=(const VolumeReader&) = delete;
@@ -26,9 +33,12 @@ class VolumeReader final : public ImageSource {
   const ImageInfo& info() const override { return info_; }
   /// Box axis order (z, y, x); result shape (1, dz, dy, dx).
   Block<float> read(const Box& box) const override;
+  /// For DICOM input: the series read, how it was found, its stored window. Else nullopt.
+  const std::optional<DicomReadSummary>& dicom() const { return dicom_; }
 
  private:
   ImageInfo info_;
+  std::optional<DicomReadSummary> dicom_;
   std::vector<float> voxels_;  // z-major, x fastest
 };
 
