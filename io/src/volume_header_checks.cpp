@@ -62,6 +62,65 @@ uint64_t nifti1_offset(float vox_offset) {
   return vox_offset < 1e18f ? static_cast<uint64_t>(vox_offset) : uint64_t{1} << 60;
 }
 
+}  // namespace
+
+// The geometry fields of a NIfTI-1 or -2 header that ITK turns into spacing, origin and
+// direction: pixdim[1..dim] always, pixdim[0] (qfac), quatern_b/c/d and qoffset_x/y/z when
+// qform_code > 0, srow_x/y/z when sform_code > 0. ITK's SVD of a non-finite matrix aborts.
+std::optional<std::string> nifti_geometry_problem(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) return std::nullopt;  // ITK says why
+  std::vector<unsigned char> buffer(540);
+  const int got = gzread(file, buffer.data(), 540);
+  gzclose(file);
+  if (got < 348) return std::nullopt;  // the payload check names a short header
+  const unsigned char* h = buffer.data();
+  bool swap = false;
+  int32_t header_size = header_value<int32_t>(h, 0, false);
+  if (header_size != 348 && header_size != 540) {
+    swap = true;
+    header_size = header_value<int32_t>(h, 0, true);
+  }
+  struct Field {
+    const char* name;
+    std::vector<double> values;
+  };
+  std::vector<Field> fields;
+  if (header_size == 348) {
+    auto floats = [&](size_t offset, int n) {
+      std::vector<double> v;
+      for (int i = 0; i < n; ++i) v.push_back(header_value<float>(h, offset + 4 * size_t(i), swap));
+      return v;
+    };
+    const int dims = std::clamp<int>(header_value<int16_t>(h, 40, swap), 0, 7);
+    fields.push_back({"pixdim (voxel spacing)", floats(80, dims)});
+    if (header_value<int16_t>(h, 252, swap) > 0) {
+      fields.push_back({"qform (pixdim[0], quatern_b/c/d, qoffset_x/y/z)", floats(76, 1)});
+      for (double v : floats(256, 6)) fields.back().values.push_back(v);
+    }
+    if (header_value<int16_t>(h, 254, swap) > 0) fields.push_back({"sform (srow_x/y/z)", floats(280, 12)});
+  } else if (header_size == 540 && got >= 540) {
+    auto doubles = [&](size_t offset, int n) {
+      std::vector<double> v;
+      for (int i = 0; i < n; ++i) v.push_back(header_value<double>(h, offset + 8 * size_t(i), swap));
+      return v;
+    };
+    const int dims = static_cast<int>(std::clamp<int64_t>(header_value<int64_t>(h, 16, swap), 0, 7));
+    fields.push_back({"pixdim (voxel spacing)", doubles(112, dims)});
+    if (header_value<int32_t>(h, 344, swap) > 0) {
+      fields.push_back({"qform (pixdim[0], quatern_b/c/d, qoffset_x/y/z)", doubles(104, 1)});
+      for (double v : doubles(352, 6)) fields.back().values.push_back(v);
+    }
+    if (header_value<int32_t>(h, 348, swap) > 0) fields.push_back({"sform (srow_x/y/z)", doubles(400, 12)});
+  }
+  for (const Field& f : fields)
+    for (double v : f.values)
+      if (!std::isfinite(v)) return std::string("NIfTI header has a non-finite ") + f.name;
+  return std::nullopt;
+}
+
+namespace {
+
 // Problem with a .nii / .nii.gz payload (NIfTI-1 or -2, plain or gzip), or nullopt.
 std::optional<std::string> nifti_payload_problem(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");

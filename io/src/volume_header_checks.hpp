@@ -18,6 +18,9 @@ void check_header(const std::string& path, const itk::ImageIOBase& io);
 /// A MetaImage header line whose field name would overflow MetaIO's fixed buffer (read
 /// before ITK, which would crash).
 std::optional<std::string> metaimage_header_problem(const std::string& path);
+/// NaN or Inf in a NIfTI header's spacing, qform or sform (read before ITK, whose SVD of a
+/// non-finite direction matrix aborts the process).
+std::optional<std::string> nifti_geometry_problem(const std::string& path);
 /// NRRD "spacings:" that are zero or negative (read before ITK, whose Teem error path leaks).
 std::optional<std::string> nrrd_spacing_problem(const std::string& path);
 /// Voxel data that is shorter than the header says or damaged (NIfTI, MetaImage, attached

@@ -28,6 +28,8 @@ namespace {
 Image3<float>::Pointer read_volume_file(const std::string& path, const itk::ImageIOBase::Pointer& io) {
   if (std::string_view(io->GetNameOfClass()) == "NrrdImageIO")
     if (const auto problem = detail::nrrd_spacing_problem(path)) fail(path, *problem);
+  if (std::string_view(io->GetNameOfClass()) == "NiftiImageIO")
+    if (const auto problem = detail::nifti_geometry_problem(path)) fail(path, "cannot read volume: " + *problem);
   if (std::string_view(io->GetNameOfClass()) == "MetaImageIO")
     if (const auto problem = detail::metaimage_header_problem(path)) fail(path, "cannot read volume: " + *problem);
   io->SetFileName(path);

@@ -8,8 +8,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <tuple>
 #include <numbers>
 #include <set>
@@ -461,6 +463,46 @@ TEST(VolumeFixtures, CompressedMetaImageWithoutItsSizeIsRefused) {
     EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
     EXPECT_NE(what.find(want), std::string::npos) << what;
   }
+  fs::remove_all(dir);
+}
+
+// A NIfTI-1 header whose sform (or qform, or spacing) holds NaN: ITK's SVD of the direction
+// matrix aborts the process (a fuzz finding), so it is refused before ITK reads it, naming the
+// field; the same file with finite values opens.
+TEST(VolumeFixtures, NonFiniteNiftiGeometryIsRefusedNamingTheField) {
+  const fs::path dir = fs::temp_directory_path() / ("tessera-nifti-nan-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, int field_offset, int16_t qform_code, int16_t sform_code) {
+    std::vector<char> h(352, 0);
+    auto put = [&](size_t at, auto v) { std::memcpy(h.data() + at, &v, sizeof v); };
+    put(0, int32_t{348});
+    for (int i = 0; i < 4; ++i) put(40 + 2 * size_t(i), int16_t{i == 0 ? 3 : 4});  // dim = 3, 4 x 4 x 4
+    put(70, int16_t{2});   // datatype: uint8
+    put(72, int16_t{8});   // bitpix
+    for (int i = 0; i < 4; ++i) put(76 + 4 * size_t(i), 1.0f);  // qfac and spacing 1 mm
+    put(108, 352.0f);      // vox_offset
+    put(252, qform_code);
+    put(254, sform_code);
+    for (int r = 0; r < 3; ++r) put(280 + 16 * size_t(r) + 4 * size_t(r), 1.0f);  // identity srow
+    if (field_offset > 0) put(size_t(field_offset), std::numeric_limits<float>::quiet_NaN());
+    std::memcpy(h.data() + 344, "n+1", 4);
+    const std::string path = (dir / name).string();
+    std::ofstream out(path, std::ios::binary);
+    out.write(h.data(), std::streamsize(h.size()));
+    out << std::string(64, '\x01');
+    return path;
+  };
+  for (const auto& [name, offset, q, s, want] :
+       {std::tuple{"sform.nii", 296, int16_t{0}, int16_t{1}, "non-finite sform"},
+        std::tuple{"qform.nii", 260, int16_t{1}, int16_t{0}, "non-finite qform"},
+        std::tuple{"spacing.nii", 84, int16_t{1}, int16_t{1}, "non-finite pixdim"}}) {
+    const std::string path = write(name, offset, q, s), what = open_error(path);
+    EXPECT_EQ(what.rfind(path + ": ", 0), 0u) << what;
+    EXPECT_NE(what.find(want), std::string::npos) << what;
+  }
+  // NaN in an sform that sform_code 0 tells ITK to ignore is not refused; nor is a finite file.
+  EXPECT_EQ(VolumeReader(write("unused_sform.nii", 296, 1, 0)).info().extent, (Index{4, 4, 4}));
+  EXPECT_EQ(VolumeReader(write("finite.nii", 0, 1, 1)).info().extent, (Index{4, 4, 4}));
   fs::remove_all(dir);
 }
 
