@@ -13,9 +13,11 @@
 
 namespace tessera::io {
 namespace {
+// Whether `s` ends with the lower-case `suffix`, in any case (SCAN.NII.GZ is a NIfTI).
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && std::equal(suffix.rbegin(), suffix.rend(), s.rbegin(), [](char a, char b) {
-           return std::tolower(static_cast<unsigned char>(a)) == b;
+  return s.size() >= suffix.size() &&
+         std::equal(suffix.rbegin(), suffix.rend(), s.rbegin(), [](char lower, char c) {
+           return std::tolower(static_cast<unsigned char>(c)) == lower;
          });
 }
 

@@ -466,6 +466,14 @@ TEST(VolumeFixtures, CompressedMetaImageWithoutItsSizeIsRefused) {
   fs::remove_all(dir);
 }
 
+// File names choose the reader whatever their case, as on the scanners' and PACS exports.
+TEST(VolumeFixtures, VolumeNamesAreRecognisedInAnyCase) {
+  for (const char* name : {"/nowhere/SCAN.NII.GZ", "/nowhere/scan.Nii", "/nowhere/IM0001.DCM", "/nowhere/ct.MHA"})
+    EXPECT_TRUE(is_volume_path(name)) << name;
+  for (const char* name : {"/nowhere/SCENE.TIF", "/nowhere/scene.tif", "/nowhere/notes.txt"})
+    EXPECT_FALSE(is_volume_path(name)) << name;
+}
+
 // A NIfTI-1 header whose sform (or qform, or spacing) holds NaN: ITK's SVD of the direction
 // matrix aborts the process (a fuzz finding), so it is refused before ITK reads it, naming the
 // field; the same file with finite values opens.
