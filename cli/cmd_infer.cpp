@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "commands.hpp"
@@ -30,6 +31,7 @@
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/inference.hpp"
+#include "tessera/core/model_json.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/tensor_io.hpp"
 #include "tessera/core/threads.hpp"
@@ -72,7 +74,8 @@ struct Flags {
 
 bool is_image_file(const fs::path& p) {
   static const char* exts[] = {".tif", ".tiff", ".vrt", ".img", ".jp2", ".nii", ".gz", ".nrrd", ".nhdr", ".mha", ".mhd"};
-  const std::string e = p.extension().string();
+  std::string e = p.extension().string();  // any case: SCENE.TIF is a scene
+  std::transform(e.begin(), e.end(), e.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return std::any_of(std::begin(exts), std::end(exts), [&](const char* x) { return e == x; });
 }
 
@@ -310,7 +313,8 @@ SceneMaker scene_maker(const Flags& f, const LoadedCheckpoint& loaded) {
   if (!f.checkpoint.empty())
     return {"U-Net from a checkpoint (step " + std::to_string(loaded.meta.step) + ")",
             fs::absolute(f.checkpoint).lexically_normal().string()};
-  return {f.model.preset + " (random init, seed " + std::to_string(f.seed) + ")", ""};
+  const nlohmann::json options = f.model.resolve();  // every override counts: another size is another model
+  return {f.model.preset + " " + options.dump() + " (random init, seed " + std::to_string(f.seed) + ")", ""};
 }
 
 // The STAC item of a finished label raster, written last (its presence marks the scene done).
