@@ -548,7 +548,8 @@ void run(const Flags& f) {
     for (size_t k = 0; k < r.per_rank.size(); ++k) spread += (k ? " " : "") + std::to_string(r.per_rank[k]);
     std::printf("%lld scenes: %lld computed (whole scenes per rank: %s), %lld kept from an earlier run, %lld failed, "
                 "%.2f s, %d ranks x %d threads\n",
-                (long long)r.scenes, (long long)(r.scenes - r.kept - r.failed), spread.c_str(), (long long)r.kept,
+                (long long)r.scenes, (long long)std::accumulate(r.per_rank.begin(), r.per_rank.end(), int64_t{0}),
+                spread.c_str(), (long long)r.kept,
                 (long long)r.failed, r.seconds, world.size(), threads);
     finish_folder(f, jobs, loaded, r.failed);
   }

@@ -195,8 +195,11 @@ else
     > "$W/k2.log" 2>&1 || fail "rerun: $(tail -3 "$W/k2.log")"
   grep "scenes:" "$W/k2.log" | sed 's/^/  /'
   again=$(grep -c ": kept, finished by an earlier run" "$W/k2.log")
+  # "N computed" is the sum of what the ranks ran (whole scenes per rank: a b), not N minus kept.
+  spread=$(sed -nE "s/^$NS scenes: .*whole scenes per rank: ([0-9 ]+)\).*/\1/p" "$W/k2.log")
+  ran=0; for n in $spread; do ran=$((ran + n)); done
   if grep -Eq "^$NS scenes: $((NS - kept)) computed .* $kept kept from an earlier run, 0 failed" "$W/k2.log" && \
-     [ "$again" -eq "$kept" ]; then
+     [ "$again" -eq "$kept" ] && [ "$ran" -eq $((NS - kept)) ]; then
     pass "rerun kept the $kept finished scenes and computed $((NS - kept))"
   else
     fail "rerun: $(grep -E 'scenes:|kept' "$W/k2.log" | tr '\n' ';')"
