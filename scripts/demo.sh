@@ -35,7 +35,8 @@ echo "== CT: Dice per organ on the held-back slices (z >= 75%)"
 
 echo
 echo "Outputs:"
-echo "  $RUNS/scene/labels.tif     label GeoTIFF (CRS and geotransform of the scene)"
+echo "  $RUNS/scene/labels.tif     label GeoTIFF (CRS and geotransform of the scene, class names)"
+echo "  $RUNS/scene/labels.qml     its QGIS style; labels.tif.aux.xml: attribute table; labels.stac.json: STAC item"
 echo "  $RUNS/scene/overlay.png    scene with labels blended"
 echo "  $RUNS/ct/labels.nii.gz     label volume (spacing, origin, direction of the CT)"
 echo "  $RUNS/ct/overlay.png       middle axial slice with labels"
