@@ -409,10 +409,10 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
       }
       dim_sizes = count;
     } else if (name == "compresseddata") {
-      std::istringstream values(value);
-      std::string word;
-      values >> word;
-      compressed = lower(word) == "true";
+      // As MetaIO reads a flag: past every separator and space, true when it starts with T, t
+      // or 1 ("CompressedData == 1" is compressed to MetaIO; found by tests/fuzz/fuzz_volume).
+      const size_t start = value.find_first_not_of("=: \t");
+      compressed = start != std::string::npos && (value[start] == 'T' || value[start] == 't' || value[start] == '1');
     } else if (name == "compresseddatasize") {
       char* rest = nullptr;
       compressed_size = std::strtoll(value.c_str(), &rest, 10);

@@ -454,6 +454,14 @@ TEST(VolumeFixtures, CompressedMetaImageWithoutItsSizeIsRefused) {
   const fs::path dir = fs::temp_directory_path() / ("tessera-mha-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string head = "ObjectType = Image\nNDims = 3\nDimSize = 4 4 4\nElementType = MET_UCHAR\nCompressedData = True\n";
+  // MetaIO reads the flag past every separator by its first character: "== 1" is compressed too.
+  {
+    const std::string path = (dir / "digit_flag.mha").string();
+    std::ofstream(path, std::ios::binary) << "ObjectType = Image\nNDims = 3\nDimSize = 4 4 4\nElementType = MET_UCHAR\n"
+                                             "CompressedData == 1 1 1\nElementDataFile = LOCAL\n" << std::string(40, 'x');
+    const std::string what = open_error(path);
+    EXPECT_NE(what.find("gives no CompressedDataSize"), std::string::npos) << what;
+  }
   for (const auto& [name, size_line, want] :
        {std::tuple{"no_size.mha", std::string(), std::string("gives no CompressedDataSize")},
         std::tuple{"zero_size.mha", std::string("CompressedDataSize = 0\n"), std::string("positive byte count")}}) {
