@@ -54,6 +54,16 @@ T header_value(const unsigned char* header, size_t offset, bool swap) {
   return value;
 }
 
+// sizeof_hdr of a NIfTI header: 348 (NIfTI-1) or 540 (NIfTI-2) in the file's byte order,
+// which `swap` reports; anything else when it is neither.
+int32_t nifti_header_size(const unsigned char* h, bool& swap) {
+  swap = false;
+  const int32_t native = header_value<int32_t>(h, 0, false);
+  if (native == 348 || native == 540) return native;
+  swap = true;
+  return header_value<int32_t>(h, 0, true);
+}
+
 // A NIfTI-1 vox_offset (a float) as a byte offset, at least 352. NaN and values past any
 // file size are clamped: converting them to an integer is undefined behaviour (UBSan,
 // found by tests/fuzz/fuzz_volume; tests/fuzz/regressions/volume/huge_vox_offset.nii).
@@ -76,11 +86,7 @@ std::optional<std::string> nifti_geometry_problem(const std::string& path) {
   if (got < 348) return std::nullopt;  // the payload check names a short header
   const unsigned char* h = buffer.data();
   bool swap = false;
-  int32_t header_size = header_value<int32_t>(h, 0, false);
-  if (header_size != 348 && header_size != 540) {
-    swap = true;
-    header_size = header_value<int32_t>(h, 0, true);
-  }
+  const int32_t header_size = nifti_header_size(h, swap);
   struct Field {
     const char* name;
     std::vector<double> values;
@@ -133,11 +139,7 @@ std::optional<std::string> nifti_payload_problem(const std::string& path) {
   }
   const unsigned char* h = buffer.data();
   bool swap = false;
-  int32_t header_size = header_value<int32_t>(h, 0, false);
-  if (header_size != 348 && header_size != 540) {
-    swap = true;
-    header_size = header_value<int32_t>(h, 0, true);
-  }
+  const int32_t header_size = nifti_header_size(h, swap);
   uint64_t voxels = 1, bits = 0, offset = 0;
   bool known = true;
   if (header_size == 348) {
