@@ -28,6 +28,7 @@
 #include "msd_dataset.hpp"
 #include "model_options.hpp"
 #include "overlay.hpp"
+#include "preprocessing.hpp"
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/inference.hpp"
@@ -37,9 +38,11 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/core/tile_choice.hpp"
 #include "tessera/io/label_style.hpp"
+#include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/probability_raster.hpp"
 #include "tessera/io/reproject.hpp"
+#include "tessera/io/resample.hpp"
 #include "tessera/io/stac.hpp"
 #include "tessera/io/vector_export.hpp"
 #include "tessera/run/process_memory.hpp"
@@ -209,6 +212,9 @@ parallel::SpatialMesh spatial_mesh(const Flags& f, int dims) {
 void check_spatial_model(const Flags& f, const UNetOptions& model, const parallel::SpatialMesh& mesh, int64_t tile,
                          const Index& extent) {
   const std::string sp = "--sp " + std::to_string(f.sp);
+  if (!model.is_builtin())
+    throw Error(sp + ": model " + model.name + " is a registry model; spatial parallelism splits the built-in U-Net's "
+                "convolutions (run it without --sp)");
   if (model.padding != Padding::kSame)
     throw Error(sp + ": spatial parallelism needs a `same`-padding U-Net, the model's padding is " +
                 to_string(model.padding) + " (use --padding same)");
@@ -261,16 +267,21 @@ Block<float> to_block_f32(const torch::Tensor& t) {
 
 // The labels (and --probabilities) of one image through for_each_tile; `writes`: this rank
 // writes and commits the files (one process, or rank 0 under --sp), else it only computes.
-InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& image, const Normalization& norm,
-                               const std::string& output, const InferenceOptions& options, bool writes,
-                               const std::vector<std::string>& class_names, const io::LabelStyle& style) {
+// `image` is what the network reads: `original`, or `original` resampled to the model's
+// spacing, in which case the labels are resampled back onto original's grid (nearest).
+InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& image, const ImageSource& original,
+                               const Normalization& norm, const std::string& output, const InferenceOptions& options,
+                               bool writes, const std::vector<std::string>& class_names, const io::LabelStyle& style) {
   auto make_parent = [](const std::string& path) {
     if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
   };
   std::unique_ptr<LabelSink> sink = std::make_unique<DiscardedLabels>();
   if (writes) {
     make_parent(output);
-    sink = io::create_label_sink(output, image.info(), style);
+    sink = io::create_label_sink(output, original.info(), style);
+    if (&image != &original)
+      sink = std::make_unique<io::ResamplingLabelSink>(std::move(sink), io::grid_of(image.info()),
+                                                       io::grid_of(original.info()));
   }
   if (f.probabilities.empty()) {
     const InferenceReport r = infer_labels(net, image, norm, *sink, options);
@@ -345,7 +356,19 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
                  const SceneMaker& maker, const std::string& input, const std::string& output,
                  parallel::Communicator& group, int threads, bool in_folder) {
   const bool root = group.rank() == 0;
-  auto image = io::open_image(input, io::ImageOpenOptions().with_series_uid(f.series));
+  const std::unique_ptr<ImageSource> opened = io::open_image(input, io::ImageOpenOptions().with_series_uid(f.series));
+  // Volumes run on the grid the model was trained at (the checkpoint's spacing); their labels
+  // go back onto the input's own grid (infer_to_files).
+  const std::unique_ptr<ImageSource> resampled =
+      loaded.net ? to_network_grid(*opened, loaded.meta.resampling, /*is_labels=*/false) : nullptr;
+  const ImageSource* image = resampled ? resampled.get() : opened.get();
+  if (resampled && !f.run_dir.empty())
+    throw Error("--run-dir " + f.run_dir + ": " + input + " is resampled to the model's spacing (" +
+                describe(loaded.meta.resampling) + "); its tiles cannot be kept on the input's grid, run without --run-dir");
+  if (resampled && root)
+    std::fprintf(stderr, "infer: %s resampled to %s, %s voxels (labels back onto its own %s)\n", input.c_str(),
+                 describe(loaded.meta.resampling).c_str(), to_string(image->info().extent).c_str(),
+                 to_string(opened->info().extent).c_str());
   const Index& extent = image->info().extent;
   if (!f.vectorize.empty() && extent.size() != 2) throw Error("--vectorize needs a 2-D raster; " + input + " is a volume");
   if (!f.probabilities.empty() && extent.size() != 2)
@@ -354,7 +377,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
   if (!f.t_srs.empty() && (extent.size() != 2 || image->info().geo.crs_wkt.empty()))
     throw Error("--t-srs " + f.t_srs + " needs a georeferenced 2-D raster; " + input + " is not one");
   UNet net = loaded.net;
-  Normalization norm = loaded.meta.norm;
+  Normalization norm = io::resolve_normalization(loaded.meta.norm, *image);
   if (!net) {
     UNetOptions o = f.model.resolve();
     o.dims = static_cast<int>(extent.size());
@@ -413,8 +436,8 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
                 input.c_str(), output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped, spread.c_str(),
                 tile.summary().c_str(), r.seconds, group.size(), threads);
   } else {
-    const InferenceReport r = infer_to_files(f, net, *image, norm, labels, options, root, loaded.meta.class_names,
-                                             labels_style);
+    const InferenceReport r = infer_to_files(f, net, *image, *opened, norm, labels, options, root,
+                                             loaded.meta.class_names, labels_style);
     if (!root) return;
     std::string spatial;
     if (mesh) spatial = ", spatial " + std::to_string(f.sp) + " (mesh " + mesh->describe() + ") on " +
@@ -427,7 +450,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
     if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
   }
   if (!f.overlay.empty()) {
-    write_overlay_png(image->info().path, labels, f.overlay);
+    write_overlay_png(opened->info().path, labels, f.overlay);
     std::printf("overlay: %s\n", f.overlay.c_str());
   }
   if (warp) {

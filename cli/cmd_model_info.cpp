@@ -13,6 +13,9 @@
 #include "config_file.hpp"
 #include "train_config.hpp"
 #include "tessera/core/checkpoint.hpp"
+#include "tessera/core/unet.hpp"
+#include "tessera/io/normalization.hpp"
+#include "preprocessing.hpp"
 #include "tessera/core/dsn_spec.hpp"
 #include "tessera/core/dsn_trainer.hpp"
 #include "tessera/core/model_json.hpp"
@@ -97,10 +100,25 @@ bool is_unet_preset(const std::string& name) {
 }
 
 // The U-Net's arithmetic, and a DSN's parts when there is one.
-void print_model(const std::string& name, const UNetOptions& o, const std::optional<DsnOptions>& dsn, bool json) {
+// A registry model's count comes from the module its factory builds; the U-Net's from arithmetic.
+int64_t parameter_count(const UNetOptions& o) {
+  if (o.is_builtin()) return unet_parameter_count(o);
+  int64_t n = 0;
+  for (const auto& p : UNet(o)->parameters()) n += p.numel();
+  return n;
+}
+
+void print_model(const std::string& name, const UNetOptions& o, const std::optional<DsnOptions>& dsn, bool json,
+                 const CheckpointMeta* meta = nullptr) {
+  const int64_t params = parameter_count(o);
   nlohmann::json j = o;  // the checkpoint's spelling of the options (model_json.hpp)
+  if (meta) {  // what inference repeats: the checkpoint's spelling (checkpoint.hpp)
+    const nlohmann::json m = *meta;
+    j["normalization"] = m.at("normalization");
+    if (m.contains("resampling")) j["resampling"] = m.at("resampling");
+  }
   j.update(nlohmann::json{{"model", name},
-                          {"params", unet_parameter_count(o)},
+                          {"params", params},
                           {"layers", unet_layer_count(o)},
                           {"halo", unet_halo(o)},
                           {"remainder", unet_remainder(o)},
@@ -127,11 +145,17 @@ void print_model(const std::string& name, const UNetOptions& o, const std::optio
     std::cout << j.dump(2) << '\n';
     return;
   }
-  std::printf("%s: %d-D U-Net, L=%d, n_c=%d, f=%d, %s padding, %s norm, %s decoder\n", name.c_str(), o.dims, o.levels,
-              o.convs_per_level, o.base_filters, to_string(o.padding).c_str(), to_string(o.norm).c_str(),
-              to_string(o.decoder).c_str());
-  std::printf("  parameters              %lld (%.1f MiB as float32)\n", (long long)unet_parameter_count(o),
-              unet_parameter_count(o) * 4.0 / (1 << 20));
+  std::printf("%s: %d-D %s, L=%d, n_c=%d, f=%d, %s padding, %s norm, %s decoder\n", name.c_str(), o.dims,
+              o.is_builtin() ? "U-Net" : o.name.c_str(), o.levels, o.convs_per_level, o.base_filters,
+              to_string(o.padding).c_str(), to_string(o.norm).c_str(), to_string(o.decoder).c_str());
+  std::printf("  parameters              %lld (%.1f MiB as float32)\n", (long long)params, params * 4.0 / (1 << 20));
+  if (meta) {
+    std::printf("  normalisation           %s\n", io::describe(meta->norm).c_str());
+    std::printf("  resampling              %s\n", describe(meta->resampling).c_str());
+  }
+  if (!o.is_builtin())
+    std::printf("  tile geometry           of the U-Net of the same shape (alignment, halo below); its own blocks\n"
+                "                          may see further (SE, instance norm): tiles approximate the whole volume\n");
   std::printf("  layers                  %d\n", unet_layer_count(o));
   std::printf("  halo eps                %lld px per side\n", (long long)unet_halo(o));
   std::printf("  valid output sizes      S + %lld, S a multiple of %lld\n", (long long)unet_remainder(o),
@@ -176,7 +200,7 @@ void print_checkpoint_model(const std::string& path, bool json) {
       throw Error(path + ": " + e.what());
     }
   }
-  print_model(path + " (step " + std::to_string(meta.step) + ")", meta.model, dsn, json);
+  print_model(path + " (step " + std::to_string(meta.step) + ")", meta.model, dsn, json, &meta);
 }
 
 }  // namespace

@@ -178,6 +178,13 @@ void run_plan(const Flags& f) {
   if (f.checkpoint != "auto") po.with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
   if (f.tile) po.with_tile_inset(*f.tile);
   po.with_consider_spatial(!f.no_spatial);
+  if (!o.is_builtin()) {
+    // A registry model presents no layer sequence: no stages to cut, no convolutions to split.
+    po.max_stages = 1;
+    po.with_consider_spatial(false);
+    std::fprintf(stderr, "plan: %s is a registry model: costs modelled on the U-Net of the same shape; "
+                 "pipeline stages and spatial blocks are not offered (data parallel only)\n", o.name.c_str());
+  }
   std::string time_source = "default CPU figure";
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);

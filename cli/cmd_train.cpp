@@ -30,12 +30,15 @@
 // axis or as --sp-mesh says (2x2; parallel/spatial_hooks.hpp), dp = P / S; `same` padding only.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <map>
 
 #include <torch/torch.h>
 
 #include "commands.hpp"
 #include "config_file.hpp"
 #include "msd_dataset.hpp"
+#include "preprocessing.hpp"
 #include "options_cli.hpp"
 #include "regions.hpp"
 #include "train_config.hpp"
@@ -47,6 +50,7 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/core/dsn_trainer.hpp"
+#include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/rasterize.hpp"
 #include "tessera/parallel/data_parallel.hpp"
@@ -101,8 +105,18 @@ void print_telemetry_summary(parallel::Communicator& world, const parallel::Devi
 }
 
 struct Dataset {
-  std::vector<std::unique_ptr<ImageSource>> images, labels;
+  std::vector<std::unique_ptr<ImageSource>> images, labels;  // as opened, and resampled copies
   std::vector<TrainingPair> pairs, validation;
+  std::map<const ImageSource*, Normalization> image_norms;   // per-image kinds (mr), by image
+  VolumeResampling resampling;
+  std::string modality;  // "CT", "MR", a dataset's channel name, or ""
+};
+
+// An (image, labels) pair as opened, before resampling, and what it is for.
+struct OpenedPair {
+  const ImageSource* image = nullptr;
+  const ImageSource* labels = nullptr;
+  enum Role { kHoldout, kWhole, kValidation } role = kWhole;
 };
 
 // A pair's label path: polygons are burnt onto the image's grid once, kept in the run directory.
@@ -116,29 +130,71 @@ std::string label_raster(const RunConfig& c, const PairConfig& p, const std::str
   return burnt.string();
 }
 
+// Opens an image and its labels into `d`; their sizes must agree.
+OpenedPair open_pair(Dataset& d, const std::string& image_path, const std::function<std::string(const ImageSource&)>& labels_path,
+                     OpenedPair::Role role) {
+  d.images.push_back(io::open_image(image_path));
+  const ImageSource& image = *d.images.back();
+  d.labels.push_back(io::open_image(labels_path(image)));
+  const ImageSource& labels = *d.labels.back();
+  if (image.info().extent != labels.info().extent)
+    throw Error(labels.info().path + ": label size " + to_string(labels.info().extent) + " differs from image size " +
+                to_string(image.info().extent) + " of " + image.info().path);
+  if (d.modality.empty()) d.modality = volume_modality(image);
+  return {&image, &labels, role};
+}
+
+// Every opened pair onto the grid the network trains on (volumes: data.resample, by default
+// the training cases' median spacing), then its training region or validation box.
+void place_pairs(const RunConfig& c, Dataset& d, const std::vector<OpenedPair>& opened, const std::string& config) {
+  std::vector<const ImageSource*> training;
+  for (const OpenedPair& o : opened)
+    if (o.role != OpenedPair::kValidation) training.push_back(o.image);
+  d.resampling = choose_resampling(c.data.resample, training, config);
+  int resampled = 0;
+  auto on_grid = [&](const ImageSource* source, bool is_labels) {
+    std::unique_ptr<ImageSource> moved = to_network_grid(*source, d.resampling, is_labels);
+    if (!moved) return source;
+    resampled += is_labels ? 0 : 1;
+    (is_labels ? d.labels : d.images).push_back(std::move(moved));
+    return static_cast<const ImageSource*>((is_labels ? d.labels : d.images).back().get());
+  };
+  for (const OpenedPair& o : opened) {
+    const ImageSource* image = on_grid(o.image, false);
+    const ImageSource* labels = on_grid(o.labels, true);
+    const Index& extent = image->info().extent;
+    const Box whole{Index(extent.size(), 0), extent};
+    if (o.role == OpenedPair::kHoldout) {
+      c.data.holdout.validate(static_cast<int>(extent.size()));
+      d.pairs.push_back({image, labels, training_region(extent, c.data.holdout)});
+      if (c.validate && c.data.holdout.fraction > 0) d.validation.push_back({image, labels, holdout_region(extent, c.data.holdout)});
+    } else if (o.role == OpenedPair::kWhole) {
+      d.pairs.push_back({image, labels, whole});
+    } else if (c.validate) {
+      d.validation.push_back({image, labels, whole});
+    }
+  }
+  if (d.resampling.enabled())
+    std::fprintf(stderr, "train: volumes at %s: %d of %zu resampled\n", describe(d.resampling).c_str(), resampled,
+                 opened.size());
+}
+
 // Opens every pair (burning polygon labels onto the image grid) and cuts off the holdout.
 Dataset open_pairs(const RunConfig& c, const std::string& config) {
   Dataset d;
-  const Holdout& holdout = c.data.holdout;
-  for (const PairConfig& p : c.data.pairs) {
-    d.images.push_back(io::open_image(resolve_path(config, p.image)));
-    const ImageSource& image = *d.images.back();
-    d.labels.push_back(io::open_image(label_raster(c, p, resolve_path(config, p.labels), image)));
-    const ImageSource& labels = *d.labels.back();
-    holdout.validate(static_cast<int>(image.info().extent.size()));
-    if (image.info().extent != labels.info().extent)
-      throw Error(labels.info().path + ": label size " + to_string(labels.info().extent) + " differs from image size " +
-                  to_string(image.info().extent) + " of " + image.info().path);
-    const Index& extent = image.info().extent;
-    d.pairs.push_back({&image, &labels, training_region(extent, holdout)});
-    if (c.validate && holdout.fraction > 0) d.validation.push_back({&image, &labels, holdout_region(extent, holdout)});
-  }
+  std::vector<OpenedPair> opened;
+  for (const PairConfig& p : c.data.pairs)
+    opened.push_back(open_pair(
+        d, resolve_path(config, p.image),
+        [&](const ImageSource& image) { return label_raster(c, p, resolve_path(config, p.labels), image); },
+        OpenedPair::kHoldout));
+  place_pairs(c, d, opened, config);
   return d;
 }
 
 // data.dataset: its cases as pairs, the validation cases (data.validation, or fold K of N:
 // every N-th case by id from the K-th) as whole-image validation pairs, its labels as the
-// class names.
+// class names, its channel name as the modality.
 Dataset open_dataset(RunConfig& c, const std::string& config) {
   const MsdDataset msd = read_msd_dataset(resolve_path(config, c.data.dataset));
   take_dataset_classes(c, msd.class_names, config);
@@ -149,22 +205,14 @@ Dataset open_dataset(RunConfig& c, const std::string& config) {
     throw Error(config + ": " + e.what());
   }
   Dataset d;
-  auto open_case = [&](const MsdCase& k) {
-    d.images.push_back(io::open_image(k.image));
-    d.labels.push_back(io::open_image(k.label));
-    const ImageSource& image = *d.images.back();
-    const ImageSource& labels = *d.labels.back();
-    if (image.info().extent != labels.info().extent)
-      throw Error(labels.info().path + ": label size " + to_string(labels.info().extent) + " differs from image size " +
-                  to_string(image.info().extent) + " of " + image.info().path);
-    const Index& extent = image.info().extent;
-    return TrainingPair{&image, &labels, Box{Index(extent.size(), 0), extent}};
+  d.modality = msd.channel;
+  std::vector<OpenedPair> opened;
+  auto open_case = [&](const MsdCase& k, OpenedPair::Role role) {
+    opened.push_back(open_pair(d, k.image, [&](const ImageSource&) { return k.label; }, role));
   };
-  for (const MsdCase& k : split.training) d.pairs.push_back(open_case(k));
-  for (const MsdCase& k : split.validation) {
-    const TrainingPair whole = open_case(k);
-    if (c.validate) d.validation.push_back(whole);
-  }
+  for (const MsdCase& k : split.training) open_case(k, OpenedPair::kWhole);
+  for (const MsdCase& k : split.validation) open_case(k, OpenedPair::kValidation);
+  place_pairs(c, d, opened, config);
   std::string held;
   for (const MsdCase& k : split.validation) held += (held.empty() ? ": " : ", ") + k.id;
   const std::string fold =
@@ -174,11 +222,27 @@ Dataset open_dataset(RunConfig& c, const std::string& config) {
   return d;
 }
 
+// The normalisation of data.normalization with its statistics over the training pairs; a
+// per-image kind (mr) resolved for every image, training and validation.
+Normalization normalise(const RunConfig& c, Dataset& d, const std::string& config) {
+  std::vector<io::LabelledRegion> training;
+  for (const TrainingPair& p : d.pairs) training.push_back({p.image, p.labels, p.region});
+  const Normalization norm = choose_normalization(c.data.normalization, training, d.modality, config);
+  if (norm.resolved()) return norm;
+  for (std::vector<TrainingPair>* set : {&d.pairs, &d.validation})
+    for (TrainingPair& p : *set) {
+      auto it = d.image_norms.find(p.image);
+      if (it == d.image_norms.end()) it = d.image_norms.emplace(p.image, io::resolve_normalization(norm, *p.image)).first;
+      p.norm = &it->second;
+    }
+  return norm;
+}
+
 // The model as the data makes it (channels and dimensions of the first image) and the
-// description every checkpoint carries.
-CheckpointMeta describe_model(RunConfig& c, const Dataset& data, const std::string& config) {
+// description every checkpoint carries (normalisation and resampling included).
+CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& config) {
   UNetOptions& model = c.model.options;
-  const ImageSource& first = *data.images.front();
+  const ImageSource& first = *data.pairs.front().image;
   if (!c.in_channels_given) model.in_channels = first.info().channels;
   model.dims = static_cast<int>(first.info().extent.size());
   CheckpointMeta meta;
@@ -190,7 +254,8 @@ CheckpointMeta describe_model(RunConfig& c, const Dataset& data, const std::stri
                 " names but model.classes is " + std::to_string(model.classes));
   model.validate();
   meta.model = model;
-  meta.norm = io::default_normalization(first);
+  meta.norm = normalise(c, data, config);
+  meta.resampling = data.resampling;
   return meta;
 }
 
@@ -367,11 +432,14 @@ std::string describe_blocks(const RunConfig& c, const parallel::SpatialTrainHook
   return ", spatial " + mesh.describe() + " (blocks of " + blocks + (model.dims == 3 ? " voxels)" : " px)");
 }
 
-void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hooks& hooks, int threads) {
+void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hooks& hooks, int threads, UNet& net) {
   const UNetOptions& model = c.model.options;
   const TrainOptions& t = c.train;
-  std::fprintf(stderr, "train: %d-D U-Net L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads, %s%s, global batch %lld\n",
-               model.dims, model.levels, model.base_filters, (long long)unet_parameter_count(model),
+  int64_t parameters = 0;
+  for (const auto& p : net->parameters()) parameters += p.numel();
+  const std::string name = model.is_builtin() ? "U-Net" : model.name;
+  std::fprintf(stderr, "train: %d-D %s L=%d f=%d, %lld parameters, halo %lld, tiles %lld+%lld (input %lld), %d threads, %s%s, global batch %lld\n",
+               model.dims, name.c_str(), model.levels, model.base_filters, (long long)parameters,
                (long long)unet_halo(model), (long long)t.tile, (long long)unet_remainder(model),
                (long long)(t.tile + unet_remainder(model) + (model.padding == Padding::kValid ? 2 * unet_halo(model) : 0)),
                threads, grid.describe().c_str(),
@@ -433,6 +501,9 @@ void run_dsn(const Flags& f, RunConfig& c) {
     throw Error(f.config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
                 "supported with it");
   if (!f.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
+  if (!c.model.options.is_builtin())
+    throw Error(f.config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
+                " cannot be one (use a unet preset)");
   // The source as plain pairs: its holdout is never trained on (score it with tessera eval).
   RunConfig source = c;
   source.data.pairs = c.data.source.pairs;
@@ -504,7 +575,13 @@ void run_dsn(const Flags& f, RunConfig& c) {
 
 void run(const Flags& f) {
   RunConfig c = load_config(f);
+  validate(c.data.normalization, f.config);  // before any image is read
+  validate(c.data.resample, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
+  const UNetOptions& model = c.model.options;
+  if (!model.is_builtin() && (c.parallel.pp > 1 || c.parallel.sp > 1))
+    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp and --sp "
+                "cut the built-in U-Net's layers (train it data parallel, or use a unet preset)");
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;
@@ -523,7 +600,7 @@ void run(const Flags& f) {
   UNet net(c.model.options);
   if (root_rank) {
     write_resolved_config(c, grid);
-    print_plan(c, grid, hooks, threads);
+    print_plan(c, grid, hooks, threads, net);
   }
   const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, world, hooks);
   RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here

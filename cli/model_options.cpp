@@ -1,10 +1,13 @@
 #include "model_options.hpp"
 
+#include "tessera/core/model_registry.hpp"
+
 namespace tessera::cli {
 
 void ModelFlags::add_to(CLI::App* cmd) {
-  cmd->add_option("--model", preset, "Preset: unet-tiny, unet-small, unet-medium1, unet-medium2, unet-large, "
-                                     "unet3d-tiny, unet3d-32, unet3d-64, unet3d-128")
+  cmd->add_option("--model", preset, "Preset or registered model: unet-tiny, unet-small, unet-medium1, unet-medium2, "
+                                     "unet-large, unet3d-tiny, unet3d-32, unet3d-64, unet3d-128, or a plugin's "
+                                     "(se-unet; tessera model-info --list)")
       ->capture_default_str();
   std::vector<FlagOverrides<UNetOptions>::Flag> flags;
   for (const std::string& key : field_keys(UNetOptions{}))
@@ -13,7 +16,7 @@ void ModelFlags::add_to(CLI::App* cmd) {
 }
 
 UNetOptions ModelFlags::resolve() const {
-  UNetOptions o = unet_preset(preset);
+  UNetOptions o = model_preset(preset);
   overrides.apply(o);
   o.validate();
   return o;

@@ -1,6 +1,7 @@
 #include "train_config.hpp"
 
 #include "options_yaml.hpp"
+#include "tessera/core/model_registry.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -77,7 +78,9 @@ RunConfig read_run_config(const ConfigFile& file) {
   RunConfig c;
   // The preset first: the other model fields override it.
   const ConfigSection model = root.section("model");
-  model.read_as("preset", c.model.options, [](const std::string& name) { return unet_preset(name); });
+  // `name: se-unet` alone starts from that model's defaults as `preset: se-unet` does.
+  const char* start = model.has("preset") || !model.has("name") ? "preset" : "name";
+  model.read_as(start, c.model.options, [](const std::string& name) { return model_preset(name); });
   c.in_channels_given = model.has("in_channels");
   c.classes_given = model.has("classes");
   read_fields(root, c);

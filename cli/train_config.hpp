@@ -49,6 +49,24 @@ struct TargetConfig {
   std::string where;  ///< "FILE:LINE", for messages (not a key)
 };
 
+/// data.normalization: how intensities become network inputs (core's Normalization).
+struct NormalizationConfig {
+  /// auto: rasters "raster"; volumes by modality — a dataset's channel name or a DICOM
+  /// series' Modality ("CT" → ct, MR and other names → mr), otherwise ct.
+  std::string kind = "auto";
+  std::vector<double> window;          ///< ct: [low, high] in HU; empty = 0.5 / 99.5 percentiles of the foreground
+  std::vector<double> offset, scale;   ///< affine: per channel
+  bool mask = false;                   ///< mr: z-score over voxels != 0 only
+};
+
+/// data.resample: the voxel grid volumes are trained and inferred on (core's VolumeResampling).
+struct ResampleConfig {
+  bool enabled = true;          ///< false: every volume on its own grid
+  std::vector<double> spacing;  ///< x, y, z in mm; empty = the training cases' median spacing (nnU-Net)
+  std::string image = "linear";
+  std::string labels = "nearest";
+};
+
 struct DataConfig {
   std::vector<PairConfig> pairs;
   SourceConfig source;                ///< kind dsn: the labelled domain (instead of pairs)
@@ -59,6 +77,8 @@ struct DataConfig {
   std::vector<std::string> validation;  ///< with dataset: the cases validated on (whole images), never trained on
   int fold = 0;                         ///< with dataset and folds > 0: validate on every folds-th case from this one
   int folds = 0;                        ///< 0: no folds
+  NormalizationConfig normalization;
+  ResampleConfig resample;
 };
 
 /// parallel: the process grid and the parallel modes' knobs.
@@ -119,7 +139,26 @@ void fields(TargetConfig& t, V& v) {
 }
 
 template <class V>
+void fields(NormalizationConfig& n, V& v) {
+  v.field("kind", n.kind, "auto, affine, raster, ct or mr (auto: rasters raster; volumes by modality, else ct)");
+  v.field("window", n.window, "ct: [low, high] HU to clip to; empty = the 0.5 / 99.5 percentiles of the foreground");
+  v.field("offset", n.offset, "affine: per-channel offset");
+  v.field("scale", n.scale, "affine: per-channel scale");
+  v.field("mask", n.mask, "mr: z-score over voxels != 0 only");
+}
+
+template <class V>
+void fields(ResampleConfig& r, V& v) {
+  v.field("enabled", r.enabled, "Resample volumes to one spacing (false: each on its own grid)");
+  v.field("spacing", r.spacing, "Target spacing x, y, z in mm; empty = the training cases' median");
+  v.field("image", r.image, "Image interpolation: linear or nearest");
+  v.field("labels", r.labels, "Label interpolation: nearest (class ids are never mixed)");
+}
+
+template <class V>
 void fields(DataConfig& d, V& v) {
+  v.section("normalization", d.normalization, "Intensity normalisation, stored in checkpoints");
+  v.section("resample", d.resample, "Volumes: the spacing training and inference run at");
   v.section("holdout", d.holdout, "The held-back area");
   v.field("class_names", d.class_names, "One name per class");
   v.list("pairs", d.pairs, "{image, labels} pairs");

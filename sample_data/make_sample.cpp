@@ -51,6 +51,18 @@ struct MakeSampleOptions {
   uint64_t seed = 7;
   int targets = 3;           ///< target domains of each kind, 0 … kMaxTargetDomains
   std::string only = "all";  ///< "scene", "ct" or "all"
+  std::vector<double> ct_spacing;  ///< CT spacing in-plane and between slices, mm; empty = CtOptions' defaults
+  std::string msd_modality = "CT";  ///< --msd: CT (Hounsfield units) or MR (arbitrary units, a scale per case)
+
+  // The phantom options of this run for `seed`.
+  CtOptions ct_options(uint64_t case_seed) const {
+    CtOptions c{ct_size, case_seed};
+    if (ct_spacing.size() == 2) {
+      c.spacing_xy = ct_spacing[0];
+      c.spacing_z = ct_spacing[1];
+    }
+    return c;
+  }
 
   void validate() const {
     if (out_dir.empty() && msd_dir.empty()) throw Error("--out: an output folder is required (or --msd DIR)");
@@ -62,7 +74,9 @@ struct MakeSampleOptions {
     if (only != "scene" && only != "ct" && only != "all")
       throw Error("--only: '" + only + "' is not one of scene, ct, all");
     SceneOptions{size, seed}.validate();
-    CtOptions{ct_size, seed}.validate();
+    ct_options(seed).validate();
+    if (msd_modality != "CT" && msd_modality != "MR")
+      throw Error("--msd-modality: '" + msd_modality + "' is not CT or MR");
   }
 };
 
@@ -143,7 +157,7 @@ void write_ct_labels(const CtPhantom& ct, const std::string& path) {
 // The source CT (k = 0, also as DICOM) or target CT k: another patient on another scanner.
 std::string make_ct(const MakeSampleOptions& o, int k) {
   std::string summary;
-  CtOptions options{o.ct_size, o.seed};
+  CtOptions options = o.ct_options(o.seed);
   options.domain = k;
   const CtPhantom ct = make_ct_phantom(options);
   const fs::path dir(o.out_dir);
@@ -179,16 +193,26 @@ std::string make_ct(const MakeSampleOptions& o, int k) {
 
 // --msd: training case k (0 = the source CT, k = target k) or, with test, the test patient.
 std::string make_msd_case(const MakeSampleOptions& o, int k, bool test) {
-  CtOptions options{o.ct_size, test ? o.seed + 1 : o.seed};
+  CtOptions options = o.ct_options(test ? o.seed + 1 : o.seed);
   options.domain = test ? 1 : k;
-  const CtPhantom ct = make_ct_phantom(options);
+  CtPhantom ct = make_ct_phantom(options);
   const fs::path dir(o.msd_dir);
   const std::string id = fmt::format("{}_{:03d}", test ? "ct_test" : "ct", k);
   const std::string image = (dir / (test ? "imagesTs" : "imagesTr") / (id + ".nii.gz")).string();
   fs::create_directories(fs::path(image).parent_path());
-  write_ct_volume(ct, image);
-  std::string summary = fmt::format("{}: {}x{}x{} Int16 HU, {}\n", image, ct.extent[2], ct.extent[1], ct.extent[0],
-                                    k == 0 && !test ? "source CT" : ct.scanner.describe());
+  std::string summary;
+  if (o.msd_modality == "MR") {
+    // MR-like: no absolute unit; every case has its own scale (coil, gain), air at 0.
+    const double gain = 0.4 + 0.35 * (test ? 4 : k);
+    for (float& v : ct.hu) v = static_cast<float>(gain * std::max(0.0, double(v) + 1000.0));
+    io::write_volume(image, ct.extent, ct.geo, ct.hu, /*as_int16=*/false);
+    summary = fmt::format("{}: {}x{}x{} Float32 MR-like (gain {:.2f}), {}\n", image, ct.extent[2], ct.extent[1],
+                          ct.extent[0], gain, k == 0 && !test ? "source" : ct.scanner.describe());
+  } else {
+    write_ct_volume(ct, image);
+    summary = fmt::format("{}: {}x{}x{} Int16 HU, {}\n", image, ct.extent[2], ct.extent[1], ct.extent[0],
+                          k == 0 && !test ? "source CT" : ct.scanner.describe());
+  }
   if (test) return summary;
   const std::string labels = (dir / "labelsTr" / (id + ".nii.gz")).string();
   fs::create_directories(fs::path(labels).parent_path());
@@ -202,7 +226,7 @@ std::string write_msd_json(const MakeSampleOptions& o) {
   j["name"] = "TesseraCtPhantom";
   j["description"] = "Synthetic abdominal CT phantoms from tessera-make-sample";
   j["tensorImageSize"] = "3D";
-  j["modality"] = {{"0", "CT"}};
+  j["modality"] = {{"0", o.msd_modality == "MR" ? "MRI" : "CT"}};
   const std::vector<std::string>& names = ct_class_names();
   j["labels"] = nlohmann::ordered_json::object();
   for (size_t i = 0; i < names.size(); ++i) j["labels"][std::to_string(i)] = names[i];
@@ -256,6 +280,12 @@ int main(int argc, char** argv) {
                  "their labels are for evaluation only")
       ->capture_default_str();
   app.add_option("--only", options.only, "what to write: scene, ct or all")
+      ->capture_default_str();
+  app.add_option("--ct-spacing", options.ct_spacing,
+                 "CT spacing in mm: in-plane and between slices (default 0.9 2.0)")
+      ->expected(2);
+  app.add_option("--msd-modality", options.msd_modality,
+                 "--msd: CT (Int16 HU) or MR (Float32, arbitrary units, another gain per case)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -164,18 +164,39 @@ void from_json(const nlohmann::json& j, UNetOptions& o) { options_from_json(j, o
 
 void to_json(nlohmann::json& j, const CheckpointMeta& m) {
   j = {{"model", m.model},
-       {"normalization", {{"offset", m.norm.offset}, {"scale", m.norm.scale}}},
+       {"normalization",
+        {{"offset", m.norm.offset},
+         {"scale", m.norm.scale},
+         {"kind", m.norm.kind},
+         {"clip_low", m.norm.clip_low},
+         {"clip_high", m.norm.clip_high},
+         {"mask", m.norm.mask}}},
        {"class_names", m.class_names},
        {"step", m.step},
        {"epoch", m.epoch}};
+  if (m.resampling.enabled())
+    j["resampling"] = {{"spacing", m.resampling.spacing}, {"image", m.resampling.image}, {"labels", m.resampling.labels}};
   if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
   if (!m.extra_model.empty()) j["extra_model"] = nlohmann::json::parse(m.extra_model);
 }
 
 void from_json(const nlohmann::json& j, CheckpointMeta& m) {
   m.model = j.at("model").get<UNetOptions>();
-  m.norm.offset = j.at("normalization").at("offset").get<std::vector<float>>();
-  m.norm.scale = j.at("normalization").at("scale").get<std::vector<float>>();
+  const nlohmann::json& norm = j.at("normalization");
+  m.norm.offset = norm.at("offset").get<std::vector<float>>();
+  m.norm.scale = norm.at("scale").get<std::vector<float>>();
+  // Files written before normalisation kinds: an explicit affine map.
+  m.norm.kind = norm.value("kind", std::string("affine"));
+  m.norm.clip_low = norm.value("clip_low", std::vector<float>{});
+  m.norm.clip_high = norm.value("clip_high", std::vector<float>{});
+  m.norm.mask = norm.value("mask", false);
+  m.resampling = {};
+  if (j.contains("resampling")) {
+    const nlohmann::json& r = j.at("resampling");
+    m.resampling.spacing = r.at("spacing").get<std::vector<double>>();
+    m.resampling.image = r.value("image", std::string("linear"));
+    m.resampling.labels = r.value("labels", std::string("nearest"));
+  }
   m.class_names = j.at("class_names").get<std::vector<std::string>>();
   m.step = j.value("step", int64_t{0});
   m.epoch = j.value("epoch", int64_t{0});

@@ -1,5 +1,7 @@
 #include "tessera/core/model_registry.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -7,6 +9,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/losses.hpp"
+#include "tessera/core/plugin_loader.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/core/unet_spec.hpp"
 
@@ -161,6 +164,61 @@ std::vector<std::string> ModelRegistry::model_names() const {
   std::vector<std::string> names;
   for (const auto& e : models_) names.push_back(e.name);
   return names;
+}
+
+const ModelRegistry& model_registry() {
+  static const ModelRegistry registry = [] {
+    ModelRegistry r;
+    for (const auto& error : load_plugins(r).errors) std::fprintf(stderr, "tessera: warning: %s\n", error.c_str());
+    return r;
+  }();
+  return registry;
+}
+
+UNetOptions model_preset(const std::string& name) {
+  const std::vector<std::string> presets = unet_preset_names();
+  if (std::find(presets.begin(), presets.end(), name) != presets.end()) return unet_preset(name);
+  const ModelRegistry& registry = model_registry();
+  if (name == "unet" || !registry.has_model(name)) {
+    std::string names;
+    for (const auto& n : model_preset_names()) names += (names.empty() ? "" : ", ") + n;
+    throw Error("unknown model '" + name + "' (known: " + names + ")");
+  }
+  const ModelOptions& d = registry.model(name).defaults;
+  UNetOptions o;
+  o.name = name;
+  o.padding = Padding::kSame;
+  o.dims = d.dims.value_or(o.dims);
+  o.in_channels = d.in_channels.value_or(o.in_channels);
+  o.classes = d.classes.value_or(o.classes);
+  o.base_filters = d.filters.value_or(o.base_filters);
+  o.levels = d.levels.value_or(o.levels);
+  try {
+    o.convs_per_level = d.get_int("convs", o.convs_per_level);
+  } catch (const std::invalid_argument& e) {
+    throw Error("model " + name + ": its default " + e.what());
+  }
+  if (auto it = d.extra.find("norm"); it != d.extra.end()) o.norm = parse_norm(it->second);
+  o.validate();
+  return o;
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names = unet_preset_names();
+  for (const auto& e : model_registry().models())
+    if (e.name != "unet" && std::find(names.begin(), names.end(), e.name) == names.end()) names.push_back(e.name);
+  return names;
+}
+
+ModelOptions registry_model_options(const UNetOptions& o) {
+  return ModelOptions{}
+      .with_dims(o.dims)
+      .with_in_channels(o.in_channels)
+      .with_classes(o.classes)
+      .with_filters(o.base_filters)
+      .with_levels(o.levels)
+      .with("convs", std::to_string(o.convs_per_level))
+      .with("norm", to_string(o.norm));
 }
 
 }  // namespace tessera

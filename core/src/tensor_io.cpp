@@ -50,6 +50,8 @@ Window read_window(const ImageSource& source, const Box& box, const Normalizatio
     x = x.index_select(a + 1, idx);
   }
   const int channels = static_cast<int>(x.size(0));
+  // An "mr" description is resolved per image before reading (io::resolve_normalization).
+  TESSERA_CHECK(norm.resolved());
   if (static_cast<int>(norm.offset.size()) != channels || static_cast<int>(norm.scale.size()) != channels)
     throw Error(source.info().path + ": has " + std::to_string(channels) + " channels but the model's normalisation has " +
                 std::to_string(norm.offset.size()));
@@ -58,6 +60,10 @@ Window read_window(const ImageSource& source, const Box& box, const Normalizatio
   auto offset = torch::tensor(norm.offset).view(bshape);
   auto scale = torch::tensor(norm.scale).view(bshape);
   auto nan = torch::isnan(x);
+  if (!norm.clip_low.empty() || !norm.clip_high.empty()) {
+    TESSERA_CHECK(norm.clip_low.size() == norm.offset.size() && norm.clip_high.size() == norm.offset.size());
+    x = torch::max(torch::min(x, torch::tensor(norm.clip_high).view(bshape)), torch::tensor(norm.clip_low).view(bshape));
+  }
   Window w;
   w.valid = nan.any(0).logical_not();
   w.values = ((x - offset) / scale).masked_fill_(nan, 0.0f).contiguous();

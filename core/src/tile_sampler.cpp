@@ -129,7 +129,7 @@ Sample TileSampler::load(const BatchPlan& plan) const {
       in.origin[a] -= halo_;
       in.size[a] += 2 * halo_;
     }
-    Window w = read_window(*p.image, in, norm_);
+    Window w = read_window(*p.image, in, p.norm ? *p.norm : norm_);
     torch::Tensor target = torch::full(t.out.size, options_.loss.ignore_index, torch::kInt64);
     const Box inside = t.out.clipped(extent);
     if (!inside.empty() && p.labels) {  // unlabelled (a DSN's target domain): all ignored

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/model_registry.hpp"
 
 namespace tessera {
 namespace {
@@ -48,6 +49,12 @@ torch::Tensor crop_spatial(const torch::Tensor& x, c10::IntArrayRef sides) {
 UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
   options_.validate();
   const auto& o = options_;
+  if (!o.is_builtin()) {
+    ModelHandle handle = model_registry().create(o.name, registry_model_options(o));
+    model_ = register_module("model", handle.module);
+    model_forward_ = std::move(handle.forward);
+    return;
+  }
   auto filters = [&](int l) { return int64_t{o.base_filters} << l; };
   for (int l = 0; l < o.levels; ++l)
     register_module("enc" + std::to_string(l),
@@ -84,6 +91,7 @@ void UNetImpl::use_contiguous() {
 torch::Tensor UNetImpl::forward(torch::Tensor x) {
   if (channels_last_)
     x = x.contiguous(options_.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
+  if (model_forward_) return model_forward_(x);
   std::map<int, torch::Tensor> none;
   return run_layers(layers_, 0, layers_.size() - 1, modules_, std::move(x), {}, none);
 }
@@ -91,6 +99,8 @@ torch::Tensor UNetImpl::forward(torch::Tensor x) {
 // The sequence with the sizes of `x` (skips are cropped to the consumer's side; with `same`
 // padding that keeps them whole).
 LayerSequence UNetImpl::sequence_for(const torch::Tensor& x) const {
+  if (!layer_sequence_available())
+    throw Error("model " + options_.name + ": a registry model has no U-Net encoder/decoder split (a DSN needs the built-in unet)");
   TESSERA_CHECK(options_.padding == Padding::kSame && x.dim() == options_.dims + 2);
   for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(x.size(d) == x.size(2));
   return unet_layer_sequence(options_, x.size(2));

@@ -45,7 +45,7 @@ torch::Tensor validation_confusion(UNet& net, const std::vector<TrainingPair>& v
       if (meets(grid.tile(i).inset, p.region) && k++ % replicas == replica) mine.push_back(i);
     size_t next = 0;
     for_each_tile(
-        net, *p.image, norm, io,
+        net, *p.image, p.norm ? *p.norm : norm, io,
         [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
           const Box box = intersection(t.inset, p.region);
           torch::Tensor pred = logits.argmax(0), ok = valid;

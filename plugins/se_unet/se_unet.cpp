@@ -59,6 +59,19 @@ class SeUNetImpl : public torch::nn::Module {
 };
 TORCH_MODULE(SeUNet);
 
+// The factory's defaults as the host sees them (ModelEntry::defaults).
+ModelOptions se_unet_defaults() {
+  const SeUNetOptions o;
+  return ModelOptions{}
+      .with_dims(o.dims)
+      .with_in_channels(o.in_channels)
+      .with_classes(o.classes)
+      .with_filters(o.filters)
+      .with_levels(o.levels)
+      .with("convs", std::to_string(o.convs))
+      .with("norm", "instance");
+}
+
 ModelHandle make_se_unet(const ModelOptions& m) {
   m.expect_only({"convs", "reduction", "norm"});
   SeUNetOptions o;
@@ -90,6 +103,7 @@ int tessera_plugin_init(tessera::PluginRegistrar* registrar) {
                         "3-D Squeeze-and-Excitation U-Net (AnatomyNet/LAMP), same padding; dims 3 (or 2), "
                         "options convs, reduction, norm=instance|group|none",
                         tessera::plugins::make_se_unet,
-                        {}});
+                        {},
+                        tessera::plugins::se_unet_defaults()});
   return 0;
 }

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 namespace tessera {
 namespace {
 
-const std::vector<std::string> kShippedModels = {"se-unet", "test-cnn1d", "test-cnn2d", "test-cnn3d", "test-fcn2d"};
+const std::vector<std::string> kShippedModels = {"se-unet",  "test-cnn1d", "test-cnn2d", "test-cnn3d", "test-fcn2d",
+                                                  "s0-unet",  "s0-small",   "s0-medium1", "s0-medium2", "s0-large"};
 
 std::string load_error(ModelRegistry& r, const std::string& path) {
   try {
@@ -70,7 +71,7 @@ TEST(PluginLoader, ShippedPluginsAreFoundThroughTesseraPluginPath) {
   const PluginDiscovery found = load_plugins(r);
   ::unsetenv("TESSERA_PLUGIN_PATH");
   for (const auto& e : found.errors) ADD_FAILURE() << e;
-  ASSERT_EQ(found.loaded.size(), 2u);
+  ASSERT_EQ(found.loaded.size(), 3u);
   for (const auto& name : kShippedModels) {
     ASSERT_TRUE(r.has_model(name)) << name;
     EXPECT_TRUE(contains(r.model(name).origin, TESSERA_SHIPPED_PLUGIN_DIR)) << r.model(name).origin;

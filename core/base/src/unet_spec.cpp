@@ -85,6 +85,15 @@ void UNetOptions::validate() const {
   if (convs_per_level < 1) bad("convs_per_level", "must be >= 1");
   if (base_filters < 1) bad("base_filters", "must be >= 1");
   if (kernel < 1 || kernel % 2 == 0) bad("kernel", "must be odd and >= 1, got " + std::to_string(kernel));
+  if (name.empty()) bad("name", "must name the built-in \"unet\" or a registered model");
+  for (const std::string& preset : unet_preset_names())
+    if (name == preset) bad("name", "'" + name + "' is a U-Net preset, not a model name: use preset: " + name);
+  if (!is_builtin()) {
+    // A registry model is built by its own factory: only the fields it is given may vary.
+    if (padding != Padding::kSame) bad("padding", name + " is a same-padding model; padding must be same");
+    if (kernel != 3) bad("kernel", name + " has 3-wide kernels; kernel must be 3");
+    if (decoder != Decoder::kTransposed) bad("decoder", name + " up-samples by transposed convolution");
+  }
 }
 
 UNetOptions unet_preset(const std::string& name) {

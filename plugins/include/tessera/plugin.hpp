@@ -37,7 +37,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
-#define TESSERA_PLUGIN_ABI_VERSION 1
+#define TESSERA_PLUGIN_ABI_VERSION 2
 
 #define TESSERA_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -132,6 +132,10 @@ struct ModelEntry {
   std::string description;  ///< one line for `tessera model-info --list`
   ModelFactory factory;
   std::string origin;       ///< filled in by the host: "built-in" or the plugin's path
+  /// What the factory uses for the options a caller leaves out (dims, in_channels, classes,
+  /// filters, levels and, in `extra`, "convs" and "norm"): the host starts `train` and `infer`
+  /// configurations from these, so they must be the factory's own defaults. Since ABI 2.
+  ModelOptions defaults;
 };
 
 struct LossEntry {

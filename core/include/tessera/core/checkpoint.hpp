@@ -25,6 +25,7 @@ namespace tessera {
 struct CheckpointMeta {
   UNetOptions model;
   Normalization norm;
+  VolumeResampling resampling;  ///< volumes: the spacing the model was trained at (empty: none)
   std::vector<std::string> class_names;
   int64_t step = 0;
   int64_t epoch = 0;
@@ -37,8 +38,9 @@ struct CheckpointMeta {
   std::string extra_model;
 };
 
-/// The description as JSON: {"model", "normalization": {"offset", "scale"}, "class_names",
-/// "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
+/// The description as JSON: {"model", "normalization": {"offset", "scale", "kind", "clip_low",
+/// "clip_high", "mask"}, "resampling": {"spacing", "image", "labels"} (when enabled),
+/// "class_names", "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
 /// and `tessera export`'s model.json. from_json: "step" and "epoch" default to 0; throws
 /// nlohmann::json::exception on a missing field.
 void to_json(nlohmann::json& j, const CheckpointMeta& meta);

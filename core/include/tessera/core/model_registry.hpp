@@ -54,6 +54,22 @@ class ModelRegistry {
   std::vector<PostProcessorEntry> post_processors_;
 };
 
+/// The process's registry: the built-ins and the plugins load_plugins() finds on the default
+/// search path, loaded on first use (refused plugin files are reported once on stderr).
+/// Thread safe after its first call returns.
+const ModelRegistry& model_registry();
+
+/// The starting options of a model name, for `model: {preset: NAME}`, `--model NAME`: a
+/// U-Net preset (name "unet"), or a registry model's defaults (ModelEntry::defaults) with its
+/// name set and `same` padding. Throws tessera::Error listing the names when unknown.
+UNetOptions model_preset(const std::string& name);
+/// The preset names and then the registry models that are not U-Net presets ("se-unet").
+std::vector<std::string> model_preset_names();
+
+/// The ModelOptions a registry model (options.name) is built from: dims, in_channels,
+/// classes, filters, levels, and extra "convs" and "norm".
+ModelOptions registry_model_options(const UNetOptions& options);
+
 /// The UNetOptions the built-in "unet" (base: the UNetOptions defaults) or a preset such as
 /// "unet-small" builds for `options`: dims, in_channels, classes, filters, levels override the
 /// base; extra keys convs, kernel, padding, norm, decoder override the rest.

@@ -83,6 +83,8 @@ struct TrainingPair {
   const ImageSource* image = nullptr;
   const ImageSource* labels = nullptr;  ///< null: unlabelled (a DSN target domain; every pixel ignored)
   Box region;  ///< the labelled area tiles are drawn from (output pixels), inside the image
+  /// This image's own normalisation (per-image kinds such as "mr"); null: the run's (meta.norm).
+  const Normalization* norm = nullptr;
 };
 
 struct TrainReport {

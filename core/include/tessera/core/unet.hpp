@@ -1,5 +1,11 @@
 #pragma once
-// The U-Net family as a LibTorch module, one implementation for 2-D and 3-D.
+// The network every command runs: the built-in U-Net family as a LibTorch module, one
+// implementation for 2-D and 3-D — or, when options.name is not "unet", any model of the
+// registry (model_registry.hpp; plugins such as the SE-U-Net) built by its factory and held
+// as the submodule "model" (parameter names model.enc0…). Training, inference, checkpoints,
+// eval and export go through this one handle either way; what needs the built-in U-Net's
+// layer sequence (pipeline stages, spatial decomposition, the DSN's encode/decode) refuses a
+// registry model with a message (layer_sequence_available()).
 // Input NCHW or NCDHW float, output logits N × classes × spatial. For `valid` padding the
 // spatial output is smaller by 2ε (unet_spec.hpp) and the input side must be valid
 // (unet_output_size). Parameter names are stable (enc0.conv0.weight …, up0.weight, head.weight)
@@ -11,7 +17,9 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "tessera/core/layer_sequence.hpp"
@@ -40,6 +48,8 @@ class UNetImpl : public torch::nn::Module {
   /// The decoder and head on encode()'s code and skips.
   torch::Tensor decode(torch::Tensor code, const std::map<int, torch::Tensor>& skips);
   const UNetOptions& options() const { return options_; }
+  /// The built-in U-Net: its layers form a LayerSequence that stages and spatial blocks walk.
+  bool layer_sequence_available() const { return options_.is_builtin(); }
   /// Batch norm layers take their training statistics over all replicas (see NormNdImpl).
   void synchronise_batch_norm(const ReplicaSum& sum);
   /// Stores weights and runs activations channels-last (NHWC / NDHWC), the faster layout for
@@ -51,6 +61,9 @@ class UNetImpl : public torch::nn::Module {
  private:
   UNetOptions options_;
   bool channels_last_ = false;
+  // A registry model (options_.name != "unet"): its module and forward. Empty for the U-Net.
+  std::shared_ptr<torch::nn::Module> model_;
+  std::function<torch::Tensor(const torch::Tensor&)> model_forward_;
   LayerSequence layers_;  // the forward's order and skips (sizes: the smallest valid input, unused)
   std::vector<LayerModules> modules_;  // by layer index
   LayerSequence sequence_for(const torch::Tensor& x) const;

@@ -55,11 +55,47 @@ class LabelSink {
   virtual void commit() = 0;
 };
 
-/// Per-channel affine normalisation x' = (x − offset) / scale, applied before the network.
+/// How intensities become network inputs, per channel:
+///   x' = (clip(x, clip_low, clip_high) − offset) / scale      (no clipping where clip_* is empty)
+/// `kind` says where the numbers come from (the choice is the config's `data.normalization`,
+/// stored in checkpoints so inference repeats it):
+///   "affine"  offset and scale given explicitly;
+///   "raster"  per-band mean and standard deviation of the image (the rasters' default);
+///   "ct"      clipped to a Hounsfield window, or to the 0.5 / 99.5 percentiles of the training
+///             set's foreground voxels, then z-scored with the mean and standard deviation of
+///             those clipped foreground voxels — statistics of the whole training set, computed
+///             once (nnU-Net's CT scheme);
+///   "mr"      z-score of each image by its own mean and standard deviation (of its voxels ≠ 0
+///             only when `mask`): offset and scale are empty in a checkpoint and resolved per
+///             image (io::resolve_normalization) before any window is read.
+/// Torch-free; plain data.
 struct Normalization {
   std::vector<float> offset;
   std::vector<float> scale;
+  std::string kind = "affine";
+  std::vector<float> clip_low;   ///< per channel; empty = no clipping
+  std::vector<float> clip_high;  ///< per channel; empty = no clipping
+  bool mask = false;             ///< mr: statistics over voxels ≠ 0 (the body), not the air around it
+
+  /// Offset and scale are known (not an "mr" description still to be resolved per image).
+  bool resolved() const { return !offset.empty() && offset.size() == scale.size(); }
+  bool operator==(const Normalization&) const = default;
 };
+
+/// Volumes only: the voxel grid the network runs on. Images are resampled to `spacing`
+/// (x, y, z in mm, ITK axis order) before the network, and its labels back onto each input's
+/// own grid (size, spacing, origin, direction) before they are written. Empty spacing: every
+/// volume runs on its own grid. Interpolation names: "linear" or "nearest".
+struct VolumeResampling {
+  std::vector<double> spacing;
+  std::string image = "linear";
+  std::string labels = "nearest";
+  bool enabled() const { return !spacing.empty(); }
+  bool operator==(const VolumeResampling&) const = default;
+};
+
+/// The normalisation kinds above, in the order `--help` lists them.
+inline const char* const kNormalizationKinds[] = {"affine", "raster", "ct", "mr"};
 
 /// The label value written where the input has no data.
 inline constexpr uint8_t kNoDataLabel = 255;

@@ -5,6 +5,7 @@
 // "convs_per_level", "base_filters", "kernel", "padding", "norm", "decoder"}. nlohmann's ADL
 // hooks, so `j["model"] = options` and `j.at("model").get<UNetOptions>()` work.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -19,8 +20,8 @@ void from_json(const nlohmann::json& j, UNetOptions& o);
 
 // The bodies of to_json / from_json, driven by the field declaration. Templates over the
 // JSON type so this header needs only json_fwd; instantiate where nlohmann/json.hpp is
-// included. Every declared field is written and required on reading (a checkpoint written
-// before a field existed would need that field to fall back to its default here).
+// included. Every declared field is written and required on reading, except a model's "name",
+// which checkpoints written before it existed lack (they hold the built-in "unet").
 namespace options_detail {
 
 template <class Json>
@@ -55,6 +56,7 @@ struct JsonReader {
   const Json& j;
   template <class M>
   void field(const char* key, M& m, const char*) {
+    if (std::string_view(key) == "name" && !j.contains(key)) return;  // written before model names existed: "unet"
     if constexpr (std::is_enum_v<M>)
       parse_value(j.at(key).template get<std::string>(), m);
     else

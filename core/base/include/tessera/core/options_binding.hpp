@@ -36,6 +36,7 @@ inline std::string value_name(Decoder v) { return to_string(v); }
 /// The YAML `model:` keys, the checkpoint JSON "model" keys and the model flags (--base-filters …).
 template <class V>
 void fields(UNetOptions& o, V& v) {
+  v.field("name", o.name, "unet (the built-in family), or a registered model such as se-unet (a plugin)");
   v.field("dims", o.dims, "2 or 3 spatial dimensions");
   v.field("in_channels", o.in_channels, "Input channels (bands)");
   v.field("classes", o.classes, "Number of output classes");

@@ -29,6 +29,12 @@ Norm parse_norm(const std::string& s);
 Decoder parse_decoder(const std::string& s);
 
 struct UNetOptions {
+  /// "unet": the built-in U-Net family described by the fields below. Any other name is a
+  /// model of the registry (model_registry.hpp; a plugin such as "se-unet") that the network
+  /// handle builds through its factory from dims, in_channels, classes, levels,
+  /// convs_per_level, base_filters and norm; such models keep `same` padding and kernel 3, and
+  /// their tile geometry (alignment, receptive-field halo) is the U-Net's of the same shape.
+  std::string name = "unet";
   int dims = 2;             ///< 2 or 3 spatial dimensions
   int in_channels = 4;      ///< bands / channels of the input
   int classes = 4;          ///< output classes (logits)
@@ -40,6 +46,7 @@ struct UNetOptions {
   Norm norm = Norm::kNone;
   Decoder decoder = Decoder::kTransposed;
 
+  UNetOptions& with_name(std::string v) { name = std::move(v); return *this; }
   UNetOptions& with_dims(int v) { dims = v; return *this; }
   UNetOptions& with_in_channels(int v) { in_channels = v; return *this; }
   UNetOptions& with_classes(int v) { classes = v; return *this; }
@@ -54,6 +61,8 @@ struct UNetOptions {
   /// Throws tessera::Error naming the first bad field.
   void validate() const;
   bool operator==(const UNetOptions&) const = default;
+  /// The built-in family (not a registry model built by its factory).
+  bool is_builtin() const { return name == "unet"; }
 };
 
 /// Named presets: unet-tiny, unet-small, unet-medium1, unet-medium2, unet-large,
