@@ -16,6 +16,7 @@ std::string build_summary() {
   return s;
 }
 
+void register_simulate(CLI::App& app);  // cmd_simulate.cpp (declared here so commands.hpp's users need no rebuild)
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_bench(app);
   tessera::cli::register_export(app);
   tessera::cli::register_plan(app);
+  tessera::cli::register_simulate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

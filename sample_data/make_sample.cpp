@@ -1,6 +1,6 @@
 // tessera-make-sample: writes the deterministic sample data the demo and the tests use.
 //   tessera-make-sample --out DIR [--size 2048] [--ct-size 128] [--seed 7] [--targets 3]
-//                       [--only scene|ct|all] [--msd DIR]
+//                       [--only scene|ct|all] [--msd DIR] [--ct-spacing XY Z] [--msd-modality CT|MR]
 // Besides the source scene and CT, --targets N target domains of each for domain adaptation
 // (scene_t<k>, ct_t<k>, k = 1 … N): another layout or patient seen through another sensor
 // or scanner; their labels are for evaluation only.

@@ -199,8 +199,7 @@ UNetOptions model_preset(const std::string& name) {
     throw Error("model " + name + ": its default " + e.what());
   }
   if (auto it = d.extra.find("norm"); it != d.extra.end()) o.norm = parse_norm(it->second);
-  o.validate();
-  return o;
+  return o;  // validated once the caller's overrides are in (a seed model defaults to 1 class)
 }
 
 std::vector<std::string> model_preset_names() {
@@ -211,14 +210,17 @@ std::vector<std::string> model_preset_names() {
 }
 
 ModelOptions registry_model_options(const UNetOptions& o) {
-  return ModelOptions{}
-      .with_dims(o.dims)
-      .with_in_channels(o.in_channels)
-      .with_classes(o.classes)
-      .with_filters(o.base_filters)
-      .with_levels(o.levels)
-      .with("convs", std::to_string(o.convs_per_level))
-      .with("norm", to_string(o.norm));
+  ModelOptions m = ModelOptions{}
+                       .with_dims(o.dims)
+                       .with_in_channels(o.in_channels)
+                       .with_classes(o.classes)
+                       .with_filters(o.base_filters)
+                       .with_levels(o.levels)
+                       .with("convs", std::to_string(o.convs_per_level))
+                       .with("norm", to_string(o.norm));
+  // Passed only when asked for, so a factory that does not know the key refuses it by name.
+  if (o.decoder != Decoder::kTransposed) m.with("decoder", to_string(o.decoder));
+  return m;
 }
 
 }  // namespace tessera

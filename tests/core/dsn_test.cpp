@@ -125,7 +125,7 @@ TEST(Dsn, CheckpointRoundTripKeepsEveryPart) {
   const LoadedCheckpoint unet = load_checkpoint(path);  // inference: the U-Net alone
   EXPECT_TRUE(torch::equal(unet.net->parameters()[0], dsn->unet->parameters()[0]));
   // A plain U-Net checkpoint is not a DSN's.
-  const std::string plain = checkpoint_bytes(dsn->unet, CheckpointMeta{meta.model, meta.norm, meta.class_names});
+  const std::string plain = checkpoint_bytes(dsn->unet, CheckpointMeta{.model = meta.model, .norm = meta.norm, .class_names = meta.class_names});
   std::ofstream(path, std::ios::binary).write(plain.data(), std::streamsize(plain.size()));
   EXPECT_THROW(load_dsn_checkpoint(path), Error);
   std::filesystem::remove(path);
@@ -153,7 +153,7 @@ TEST(Dsn, MetricsCarryTheWeightedTermsAndTheCheckpointLoads) {
   t.progress = false;
   t.checkpoint_every = 2;
   t.run_dir = (std::filesystem::temp_directory_path() / ("tessera-dsn-run-" + std::to_string(::getpid()))).string();
-  CheckpointMeta meta{small(), {{0.f, 0.f}, {1.f, 1.f}}, {"a", "b", "c"}};
+  CheckpointMeta meta{.model = small(), .norm = {{0.f, 0.f}, {1.f, 1.f}}, .class_names = {"a", "b", "c"}};
   RunWriter writer(t.run_dir);
   train_dsn(dsn, domains, t, meta, nullptr, &writer);
   const MetricsLog log = read_metrics(RunLayout(t.run_dir).metrics());

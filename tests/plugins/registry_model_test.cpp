@@ -110,9 +110,10 @@ TEST_P(RegistryModel, TrainsCheckpointsAndInfersThroughTheOneHandle) {
   EXPECT_EQ(loaded.meta.norm, meta.norm);
   EXPECT_EQ(loaded.meta.resampling, meta.resampling);
   const torch::Tensor x = torch::rand({1, 1, 16, 16, 16});
+  UNet reloaded = loaded.net;
   net->eval();
-  loaded.net->eval();
-  EXPECT_TRUE(torch::equal(net->forward(x), loaded.net->forward(x)));
+  reloaded->eval();
+  EXPECT_TRUE(torch::equal(net->forward(x), reloaded->forward(x)));
 
   // Tiled inference writes every voxel once with a class of the model.
   MemorySink sink(Index{16, 16, 16});

@@ -118,7 +118,13 @@ INSTANTIATE_TEST_SUITE_P(
                     {2, 1, 8, 8, 8}, 3},
         // Sides that are not multiples of 2^2: pooling floors, the decoder pads (torchgpipe's PopCat).
         ForwardCase{"s0-unet", ModelOptions{}.with_levels(3).with_filters(4).with("convs", "1"), {1, 4, 13, 10}, 1}),
-    [](const auto& info) { return std::to_string(info.index) + "_" + std::to_string(info.param.input.size() - 2) + "d"; });
+    [](const auto& info) {
+      std::string name = info.param.model + "_" + std::to_string(info.param.input.size() - 2) + "d_" +
+                         std::to_string(info.index);
+      for (auto& ch : name)
+        if (ch == '-') ch = '_';
+      return name;
+    });
 
 // Convolutions without bias and norms without affine parameters: the network cannot tell
 // c·x from x (c > 0), up to the norm's ε. A bias anywhere before the last norm would break this.

@@ -92,7 +92,6 @@ void UNetOptions::validate() const {
     // A registry model is built by its own factory: only the fields it is given may vary.
     if (padding != Padding::kSame) bad("padding", name + " is a same-padding model; padding must be same");
     if (kernel != 3) bad("kernel", name + " has 3-wide kernels; kernel must be 3");
-    if (decoder != Decoder::kTransposed) bad("decoder", name + " up-samples by transposed convolution");
   }
 }
 
