@@ -110,6 +110,7 @@ struct Dataset {
   std::map<const ImageSource*, Normalization> image_norms;   // per-image kinds (mr), by image
   VolumeResampling resampling;
   std::string modality;  // "CT", "MR", a dataset's channel name, or ""
+  std::vector<std::string> notes;  // what preprocessing chose, printed with the plan (root rank)
 };
 
 // An (image, labels) pair as opened, before resampling, and what it is for.
@@ -175,8 +176,8 @@ void place_pairs(const RunConfig& c, Dataset& d, const std::vector<OpenedPair>& 
     }
   }
   if (d.resampling.enabled())
-    std::fprintf(stderr, "train: volumes at %s: %d of %zu resampled\n", describe(d.resampling).c_str(), resampled,
-                 opened.size());
+    d.notes.push_back("volumes at " + describe(d.resampling) + ": " + std::to_string(resampled) + " of " +
+                      std::to_string(opened.size()) + " resampled");
 }
 
 // Opens every pair (burning polygon labels onto the image grid) and cuts off the holdout.
@@ -227,7 +228,9 @@ Dataset open_dataset(RunConfig& c, const std::string& config) {
 Normalization normalise(const RunConfig& c, Dataset& d, const std::string& config) {
   std::vector<io::LabelledRegion> training;
   for (const TrainingPair& p : d.pairs) training.push_back({p.image, p.labels, p.region});
-  const Normalization norm = choose_normalization(c.data.normalization, training, d.modality, config);
+  std::string report;
+  const Normalization norm = choose_normalization(c.data.normalization, training, d.modality, config, report);
+  d.notes.push_back(report);
   if (norm.resolved()) return norm;
   for (std::vector<TrainingPair>* set : {&d.pairs, &d.validation})
     for (TrainingPair& p : *set) {
@@ -541,6 +544,7 @@ void run_dsn(const Flags& f, RunConfig& c) {
     c.parallel.dp = hooks.replicas();
     std::filesystem::create_directories(t.run_dir);
     write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(c)});
+    for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
     const int64_t priv = dsn_private_parameter_count(model, dsn_options);
     std::fprintf(stderr,
                  "train: DSN, 1 source + %d target(s), %d-D U-Net L=%d f=%d (%lld parameters) + private encoders of "
@@ -600,6 +604,7 @@ void run(const Flags& f) {
   UNet net(c.model.options);
   if (root_rank) {
     write_resolved_config(c, grid);
+    for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
     print_plan(c, grid, hooks, threads, net);
   }
   const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, world, hooks);

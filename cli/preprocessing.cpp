@@ -43,7 +43,7 @@ std::string volume_modality(const ImageSource& image) {
 }
 
 Normalization choose_normalization(const NormalizationConfig& config, const std::vector<io::LabelledRegion>& training,
-                                   const std::string& modality, const std::string& where) {
+                                   const std::string& modality, const std::string& where, std::string& report) {
   TESSERA_CHECK(!training.empty());
   const ImageSource& first = *training.front().image;
   const int channels = first.info().channels;
@@ -76,15 +76,15 @@ Normalization choose_normalization(const NormalizationConfig& config, const std:
     if (!config.window.empty()) o.window = std::make_pair(config.window[0], config.window[1]);
     const std::vector<io::IntensityStatistics> stats = io::foreground_statistics(training, o);
     n = io::ct_normalization(stats);
-    std::fprintf(stderr, "train: CT normalisation from %lld foreground voxels of %d of %zu training images: %s%s\n",
-                 static_cast<long long>(stats.front().voxels), stats.front().images, training.size(),
-                 io::describe(n).c_str(), config.window.empty() ? " (clip: 0.5 / 99.5 percentiles)" : " (clip: window)");
+    report = "CT normalisation from " + std::to_string(stats.front().voxels) + " foreground voxels of " +
+             std::to_string(stats.front().images) + " of " + std::to_string(training.size()) + " training images: " +
+             io::describe(n) + (config.window.empty() ? " (clip: 0.5 / 99.5 percentiles)" : " (clip: window)");
     return n;
   } else if (kind == "mr") {
     n.kind = "mr";
     n.mask = config.mask;
   }
-  std::fprintf(stderr, "train: normalisation %s\n", io::describe(n).c_str());
+  report = "normalisation " + io::describe(n);
   return n;
 }
 

@@ -28,9 +28,10 @@ std::string volume_modality(const ImageSource& image);
 /// The normalisation `config` asks for, with its statistics computed over the `training`
 /// regions: ct from their foreground, raster from the first image's bands, mr left to each
 /// image. `modality` ("CT", "MR", a dataset's channel name, or "") decides kind auto for
-/// volumes. Throws tessera::Error naming `where` (the config file) and the key.
+/// volumes. `report`: one line saying what was chosen (and the statistics), for the run's
+/// plan. Throws tessera::Error naming `where` (the config file) and the key.
 Normalization choose_normalization(const NormalizationConfig& config, const std::vector<io::LabelledRegion>& training,
-                                   const std::string& modality, const std::string& where);
+                                   const std::string& modality, const std::string& where, std::string& report);
 
 /// The grid volumes run on: config.spacing, else the per-axis median of `images`' spacings;
 /// disabled for rasters or when config.enabled is false. Throws naming `where` and the key.
