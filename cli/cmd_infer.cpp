@@ -72,6 +72,7 @@ struct Flags {
   bool no_progress = false;
   bool cog = false;
   std::string t_srs, mosaic;
+  std::string precision = "fp32";  ///< fp32, or bf16: weights and activations in bfloat16, logits back in fp32
   std::optional<double> tr;
 };
 
@@ -405,6 +406,16 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
     tile.reason += "; one rank's choice: --sp does not enlarge it, give --tile";
   const bool show_progress = !f.no_progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
   auto options = InferenceOptions().with_tile(tile.tile).with_batch(f.batch).with_progress(show_progress);
+  if (f.precision == "bf16") {
+    if (mesh) throw Error("--precision bf16: not with --sp (its halo exchange is fp32)");
+    if (extent.size() == 3 && !torch::cuda::is_available())
+      throw Error("--precision bf16: " + input + " is a volume, and this LibTorch has no bfloat16 3-D max pooling on "
+                  "the CPU; use fp32");
+    // The weights in bfloat16 (idempotent: every image of a folder shares the loaded model);
+    // inputs are cast per batch, logits come back in fp32.
+    net->to(torch::kBFloat16);
+    options.with_forward([](UNet& n, const torch::Tensor& x) { return n->forward(x.to(torch::kBFloat16)).to(torch::kFloat); });
+  }
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
   if (mesh) {
     check_spatial_model(f, net->options(), *mesh, tile.tile, extent);
@@ -650,6 +661,11 @@ void register_infer(CLI::App& app) {
   cmd->add_option("--sp-mesh", f.sp_mesh,
                   "With --sp: blocks per spatial axis, e.g. 2x2 (product = --sp; default: --sp blocks along the "
                   "first axis, rows or slices)");
+  cmd->add_option("--precision", f.precision,
+                  "fp32, or bf16: the network in bfloat16 (AVX-512 BF16 / AMX on CPUs that have them, tensor cores "
+                  "on GPUs), its logits compared in fp32; labels agree with fp32 up to near-ties")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->callback([] { run(f); });
