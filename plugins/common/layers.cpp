@@ -71,4 +71,16 @@ void check_input(const torch::Tensor& x, int dims, int64_t channels, int64_t mul
                                   " is not a multiple of " + std::to_string(multiple));
 }
 
+ModelOptions unet_like_defaults(int dims, int in_channels, int classes, int filters, int levels, int convs,
+                                const std::string& norm) {
+  return ModelOptions{}
+      .with_dims(dims)
+      .with_in_channels(in_channels)
+      .with_classes(classes)
+      .with_filters(filters)
+      .with_levels(levels)
+      .with("convs", std::to_string(convs))
+      .with("norm", norm);
+}
+
 }  // namespace tessera::plugins

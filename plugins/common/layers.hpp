@@ -10,6 +10,8 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
+
+#include "tessera/plugin.hpp"
 #include <torch/types.h>
 
 #include "tessera/core/unet_blocks.hpp"
@@ -58,5 +60,9 @@ ConvBlock same_conv_block(int dims, int64_t in, int64_t out, int convs, Norm nor
 /// Throws std::invalid_argument unless x is N × channels × (dims spatial axes), each
 /// spatial side a multiple of `multiple`.
 void check_input(const torch::Tensor& x, int dims, int64_t channels, int64_t multiple, const char* model);
+
+/// ModelEntry::defaults of a U-Net-shaped factory: the common fields, "convs" and "norm".
+ModelOptions unet_like_defaults(int dims, int in_channels, int classes, int filters, int levels, int convs,
+                                const std::string& norm);
 
 }  // namespace tessera::plugins

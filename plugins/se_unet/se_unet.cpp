@@ -62,14 +62,7 @@ TORCH_MODULE(SeUNet);
 // The factory's defaults as the host sees them (ModelEntry::defaults).
 ModelOptions se_unet_defaults() {
   const SeUNetOptions o;
-  return ModelOptions{}
-      .with_dims(o.dims)
-      .with_in_channels(o.in_channels)
-      .with_classes(o.classes)
-      .with_filters(o.filters)
-      .with_levels(o.levels)
-      .with("convs", std::to_string(o.convs))
-      .with("norm", "instance");
+  return unet_like_defaults(o.dims, o.in_channels, o.classes, o.filters, o.levels, o.convs, "instance");
 }
 
 ModelHandle make_se_unet(const ModelOptions& m) {

@@ -198,14 +198,7 @@ SeedUNetOptions read_options(const ModelOptions& m, SeedUNetOptions o) {
 
 /// The factory's defaults as the host sees them (ModelEntry::defaults).
 ModelOptions as_model_options(const SeedUNetOptions& o) {
-  return ModelOptions{}
-      .with_dims(o.dims)
-      .with_in_channels(o.in_channels)
-      .with_classes(o.classes)
-      .with_filters(o.filters)
-      .with_levels(o.levels)
-      .with("convs", std::to_string(o.convs))
-      .with("norm", "instance");
+  return unet_like_defaults(o.dims, o.in_channels, o.classes, o.filters, o.levels, o.convs, "instance");
 }
 
 ModelFactory factory(const std::string& name, const SeedUNetOptions& defaults) {
