@@ -14,6 +14,7 @@
 #include "model_options.hpp"
 #include "options_cli.hpp"
 #include "options_yaml.hpp"
+#include "preprocessing.hpp"
 #include "train_config.hpp"
 #include "tessera/core/model_json.hpp"
 
@@ -103,6 +104,32 @@ TEST(TrainOptions, DefaultsAreValid) {
 TEST(OptimizerOptions, DefaultsAreValid) { EXPECT_NO_THROW(OptimizerOptions().validate()); }
 
 TEST(LossOptions, DefaultsAreValid) { EXPECT_NO_THROW(LossOptions().validate(UNetOptions().classes)); }
+
+TEST(Preprocessing, DefaultsAreValidAndBadValuesNameTheirKey) {
+  EXPECT_NO_THROW(validate(NormalizationConfig(), "run.yaml"));
+  EXPECT_NO_THROW(validate(ResampleConfig(), "run.yaml"));
+  auto message = [](auto config) {
+    try {
+      validate(config, "run.yaml");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  NormalizationConfig n;
+  n.kind = "zscore";
+  EXPECT_EQ(message(n), "run.yaml: data.normalization.kind: 'zscore' is not one of auto, affine, raster, ct, mr");
+  n = {};
+  n.kind = "ct";
+  n.window = {240, -160};
+  EXPECT_EQ(message(n), "run.yaml: data.normalization.window: must be [low, high] with low < high");
+  ResampleConfig r;
+  r.labels = "linear";
+  EXPECT_EQ(message(r), "run.yaml: data.resample.labels: 'linear': labels are resampled by nearest neighbour only");
+  r = {};
+  r.spacing = {1, 1};
+  EXPECT_EQ(message(r), "run.yaml: data.resample.spacing: needs 3 values (x, y, z in mm)");
+}
 
 TEST(Holdout, DefaultsAreValid) {
   EXPECT_NO_THROW(Holdout().validate(2));
