@@ -195,8 +195,9 @@ void run_export(const ExportFlags& f) {
   const std::string json = arch_to_json(ck.meta).dump(2) + "\n";
   write_file_atomically(arch, {json});
   const UNetOptions& o = ck.meta.model;
-  std::printf("%s: %zu tensors, %lld values (%d-D U-Net L=%d f=%d, %s padding, %s norm, %s decoder)\n%s: architecture\n",
-              f.out.c_str(), state.size(), (long long)values, o.dims, o.levels, o.base_filters,
+  std::printf("%s: %zu tensors, %lld values (%d-D %s L=%d f=%d, %s padding, %s norm, %s decoder)\n%s: architecture\n",
+              f.out.c_str(), state.size(), (long long)values, o.dims, o.is_builtin() ? "U-Net" : o.name.c_str(),
+              o.levels, o.base_filters,
               to_string(o.padding).c_str(), to_string(o.norm).c_str(), to_string(o.decoder).c_str(), arch.c_str());
 
   if (f.example_input.empty()) return;
@@ -250,8 +251,8 @@ void run_import(const ImportFlags& f) {
     for (auto& [name, target] : expected) target.copy_(given.at(name).to(torch::kCPU, torch::kFloat));
   }
   write_checkpoint_file(f.out, checkpoint_bytes(net, meta));
-  std::printf("%s: checkpoint of a %d-D U-Net from %zu tensors in %s\n", f.out.c_str(), meta.model.dims,
-              expected.size(), f.weights.c_str());
+  std::printf("%s: checkpoint of a %d-D %s from %zu tensors in %s\n", f.out.c_str(), meta.model.dims,
+              meta.model.is_builtin() ? "U-Net" : meta.model.name.c_str(), expected.size(), f.weights.c_str());
 }
 
 }  // namespace
