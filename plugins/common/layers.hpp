@@ -65,4 +65,17 @@ void check_input(const torch::Tensor& x, int dims, int64_t channels, int64_t mul
 ModelOptions unet_like_defaults(int dims, int in_channels, int classes, int filters, int levels, int convs,
                                 const std::string& norm);
 
+/// The fields every U-Net-shaped factory reads from ModelOptions (dims, in_channels, classes,
+/// filters, levels and "convs") into its options struct `o`, which supplies what is not given.
+/// Throws std::invalid_argument naming "convs" when it is not an integer.
+template <class Options>
+void read_unet_like(const ModelOptions& m, Options& o) {
+  o.dims = m.dims.value_or(o.dims);
+  o.in_channels = m.in_channels.value_or(o.in_channels);
+  o.classes = m.classes.value_or(o.classes);
+  o.filters = m.filters.value_or(o.filters);
+  o.levels = m.levels.value_or(o.levels);
+  o.convs = m.get_int("convs", o.convs);
+}
+
 }  // namespace tessera::plugins

@@ -68,12 +68,7 @@ ModelOptions se_unet_defaults() {
 ModelHandle make_se_unet(const ModelOptions& m) {
   m.expect_only({"convs", "reduction", "norm"});
   SeUNetOptions o;
-  o.dims = m.dims.value_or(o.dims);
-  o.in_channels = m.in_channels.value_or(o.in_channels);
-  o.classes = m.classes.value_or(o.classes);
-  o.filters = m.filters.value_or(o.filters);
-  o.levels = m.levels.value_or(o.levels);
-  o.convs = m.get_int("convs", o.convs);
+  read_unet_like(m, o);
   o.reduction = m.get_int("reduction", o.reduction);
   o.norm = parse_norm_kind(m.get_string("norm", "instance"));
   if (o.dims != 2 && o.dims != 3) throw std::invalid_argument("dims must be 2 or 3, got " + std::to_string(o.dims));

@@ -186,12 +186,7 @@ SeedUNetOptions read_options(const ModelOptions& m, SeedUNetOptions o) {
   m.expect_only({"convs", "norm"});
   if (const std::string norm = m.get_string("norm", "instance"); norm != "instance")
     throw std::invalid_argument("norm must be instance (the seed's, without affine parameters), got '" + norm + "'");
-  o.dims = m.dims.value_or(o.dims);
-  o.in_channels = m.in_channels.value_or(o.in_channels);
-  o.classes = m.classes.value_or(o.classes);
-  o.filters = m.filters.value_or(o.filters);
-  o.levels = m.levels.value_or(o.levels);
-  o.convs = m.get_int("convs", o.convs);
+  read_unet_like(m, o);
   o.validate();
   return o;
 }
