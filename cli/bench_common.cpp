@@ -2,7 +2,23 @@
 
 #include <algorithm>
 
+#include "tessera/run/run_writer.hpp"
+
 namespace tessera::cli {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double median_step_seconds(const std::string& metrics_path) {
+  std::vector<double> elapsed;
+  for (const StepMetrics& m : read_metrics(metrics_path).steps) elapsed.push_back(m.elapsed_s);
+  std::vector<double> steps;
+  for (size_t i = 1; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
+  return median_of(steps);
+}
 
 int64_t largest_fitting(int64_t start, int64_t j_max, const std::function<bool(int64_t)>& fits) {
   // Invariant: fits(lo) (or lo = −1, below the range), !fits(hi) (or hi = j_max + 1, beyond it).

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -19,7 +20,16 @@ std::string bench_scene(const std::string& work_dir, int64_t n);
 /// benches: every rank calls with the same j).
 int64_t largest_fitting(int64_t start, int64_t j_max, const std::function<bool(int64_t)>& fits);
 
+/// The median of `v` (the upper one for an even count); 0 for none.
+double median_of(std::vector<double> v);
+
+/// Median seconds per step of a finished run's metrics.jsonl (elapsed_s differences; the
+/// first step, which includes start-up, left out as PyTorch references do).
+double median_step_seconds(const std::string& metrics_path);
+
 /// `bench train`, attached to the `bench` subcommand.
 void register_bench_train(CLI::App& bench);
+/// `bench simulate`, attached to the `bench` subcommand.
+void register_bench_simulate(CLI::App& bench);
 
 }  // namespace tessera::cli

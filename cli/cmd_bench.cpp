@@ -155,6 +155,7 @@ void register_bench(CLI::App& app) {
   register_bench_pipeline(*bench);
   register_bench_spatial(*bench);
   register_bench_dsn(*bench);
+  register_bench_simulate(*bench);
   bench->require_subcommand(1);
   auto* cmd = bench->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");
   static Flags f;

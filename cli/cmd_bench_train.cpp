@@ -28,21 +28,7 @@ struct Flags {
   bool no_ref = false;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Median seconds per step from metrics.jsonl (elapsed_s differences; the first step, which
-// includes start-up, is left out as the reference does).
-double median_step_seconds(const std::string& metrics) {
-  std::vector<double> elapsed;
-  for (const StepMetrics& m : read_metrics(metrics).steps) elapsed.push_back(m.elapsed_s);
-  std::vector<double> steps;
-  for (size_t i = 1; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
-  return median(steps);
-}
+double median(const std::vector<double>& v) { return median_of(v); }
 
 // One `tessera train` run under mpirun; median seconds per step.
 double tessera_step_seconds(const Flags& f, const fs::path& config, const fs::path& run) {

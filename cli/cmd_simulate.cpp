@@ -31,10 +31,10 @@ struct Flags {
   int64_t images = 1;
   std::optional<int64_t> tiles;
   std::optional<int> nodes;
-  int dp = 1, pp = 1, sp = 1, micro_batches = 1;
+  int dp = 1, pp = 1, sp = 1, micro_batches = 1, tiles_per_micro_batch = 1;
   int64_t tile = 512;
   std::string schedule = "gpipe", balance = "time", precision = "fp32";
-  bool infer = false, json = false, seed_tables = false;
+  bool infer = false, json = false, seed_tables = false, adam = false;
   double per_tile_overhead = 0;
   std::string gantt, calibration;
 };
@@ -57,8 +57,16 @@ std::vector<int64_t> parse_extent(const std::string& text) {
   return e;
 }
 
-parallel::ClusterModel resolve_cluster(const Flags& f, const UNetOptions& model) {
-  parallel::ClusterModel c = parallel::load_cluster(f.cluster);
+// The cluster, and for a "calibrated" device the model's measured layer times (empty when
+// the calibration has none: then the calibrated FLOP/s, else the fallback, drive the model).
+struct ResolvedCluster {
+  parallel::ClusterModel cluster;
+  parallel::LayerTimeCalibration times;
+};
+
+ResolvedCluster resolve_cluster(const Flags& f, const UNetOptions& model) {
+  ResolvedCluster out{parallel::load_cluster(f.cluster), {}};
+  parallel::ClusterModel& c = out.cluster;
   if (f.nodes) {
     if (*f.nodes < 1 || *f.nodes > c.nodes)
       throw Error(fmt::format("--nodes must be in 1..{} ({}), got {}", c.nodes, f.cluster, *f.nodes));
@@ -67,6 +75,9 @@ parallel::ClusterModel resolve_cluster(const Flags& f, const UNetOptions& model)
   if (c.device.fp32_from_calibration) {
     const auto path = calibration_path(f.calibration);
     const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset, model);
+    out.times = cal.time;
+    if (!cal.time.empty())
+      std::cerr << fmt::format("layer times: measured by tessera plan --calibrate ({})\n", path.string());
     if (cal.device_flops) {
       c.device.fp32_flops = *cal.device_flops;
       std::cerr << fmt::format("device throughput: {:.1f} GFLOP/s calibrated ({})\n", *cal.device_flops / 1e9,
@@ -77,15 +88,20 @@ parallel::ClusterModel resolve_cluster(const Flags& f, const UNetOptions& model)
                                c.device.fp32_flops / 1e9, f.model.preset, path.string(), f.model.preset);
     }
   }
-  return c;
+  return out;
 }
 
-parallel::SimulationOptions options_for(const Flags& f, const UNetOptions& model, int64_t side) {
+parallel::SimulationOptions options_for(const Flags& f, const UNetOptions& model, int64_t side,
+                                        const parallel::LayerTimeCalibration& times) {
   LayerSequence seq = parallel::simulated_layer_sequence(model, side);
   int64_t tiles = f.images;
   for (int64_t e : parse_extent(f.image)) tiles *= (e + seq.output_side - 1) / seq.output_side;
   if (f.tiles) tiles = *f.tiles;
+  std::vector<double> measured = times.empty() ? std::vector<double>{} : times.seconds(seq);
   return parallel::SimulationOptions(std::move(seq))
+      .with_layer_train_seconds(std::move(measured))
+      .with_tiles_per_micro_batch(f.tiles_per_micro_batch)
+      .with_optimizer_step(f.adam)
       .with_tiles(tiles)
       .with_data_parallel(f.dp)
       .with_pipeline_stages(f.pp)
@@ -108,7 +124,12 @@ nlohmann::json to_json(const parallel::SimulationResult& r, const parallel::Simu
           {"tile_flops", r.tile_flops},
           {"balance", r.balance},
           {"breakdown",
-           {{"compute", b.compute}, {"bubble", b.bubble}, {"halo", b.halo}, {"allreduce", b.allreduce}, {"io", b.io}}},
+           {{"compute", b.compute},
+            {"bubble", b.bubble},
+            {"halo", b.halo},
+            {"allreduce", b.allreduce},
+            {"io", b.io},
+            {"optimizer", b.optimizer}}},
           {"device_peak_bytes", r.device_peak_bytes},
           {"fits_memory", r.fits_memory}};
 }
@@ -130,8 +151,9 @@ void print(const parallel::SimulationResult& r, const parallel::SimulationOption
                            100 * r.tile_flops / r.tile_seconds / c.device.peak_flops(o.precision));
   std::cout << fmt::format("  step          {:.4g} s\n", r.step_seconds);
   std::cout << fmt::format("  pass          {:.4g} s = compute {:.4g} + bubble {:.4g} + halo {:.4g} + allreduce {:.4g} "
-                           "+ io {:.4g}\n",
-                           r.pass_seconds, b.compute, b.bubble, b.halo, b.allreduce, b.io);
+                           "+ io {:.4g}{}\n",
+                           r.pass_seconds, b.compute, b.bubble, b.halo, b.allreduce, b.io,
+                           o.optimizer_step ? fmt::format(" + optimizer {:.4g}", b.optimizer) : "");
   std::vector<std::string> gib;
   for (int64_t m : r.device_peak_bytes) gib.push_back(fmt::format("{:.2f}", m / double(1 << 30)));
   std::cout << fmt::format("  memory        {} GiB per stage device of {:.1f}{}\n", fmt::join(gib, ", "),
@@ -140,7 +162,8 @@ void print(const parallel::SimulationResult& r, const parallel::SimulationOption
 
 // The seed's pipeline experiments on one node: speed-up = tiles/s with K stages ÷ tiles/s
 // with one, M = 2K micro-batches (2 per partition), GPipe, stages balanced by time.
-void print_seed_tables(const Flags& f, const UNetOptions& model, parallel::ClusterModel c) {
+void print_seed_tables(const Flags& f, const UNetOptions& model, parallel::ClusterModel c,
+                       const parallel::LayerTimeCalibration& times) {
   c.nodes = 1;
   const int k_max = std::min(6, c.devices_per_node);
   auto throughput = [&](int64_t side, int k) {
@@ -150,7 +173,7 @@ void print_seed_tables(const Flags& f, const UNetOptions& model, parallel::Clust
     g.pp = k;
     g.micro_batches = 2 * k;
     g.schedule = "gpipe";
-    const parallel::SimulationOptions o = options_for(g, model, side);
+    const parallel::SimulationOptions o = options_for(g, model, side, times);
     const parallel::SimulationResult r = parallel::simulate(o, c);
     return std::pair{g.micro_batches / r.step_seconds, r.fits_memory};
   };
@@ -175,9 +198,10 @@ void run(const Flags& f) {
   UNetOptions model = model_preset(f.model.preset);
   f.model.overrides.apply(model);
   if (model.name.rfind("s0-", 0) != 0) model = f.model.resolve();
-  const parallel::ClusterModel c = resolve_cluster(f, model);
-  if (f.seed_tables) return print_seed_tables(f, model, c);
-  const parallel::SimulationOptions o = options_for(f, model, f.tile);
+  const ResolvedCluster rc = resolve_cluster(f, model);
+  const parallel::ClusterModel& c = rc.cluster;
+  if (f.seed_tables) return print_seed_tables(f, model, c, rc.times);
+  const parallel::SimulationOptions o = options_for(f, model, f.tile, rc.times);
   const parallel::SimulationResult r = parallel::simulate(o, c);
   if (f.json) {
     std::cout << to_json(r, o).dump(2) << "\n";
@@ -206,7 +230,9 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--dp", flags->dp, "Data-parallel replicas")->capture_default_str();
   cmd->add_option("--pp", flags->pp, "Pipeline stages per replica")->capture_default_str();
   cmd->add_option("--sp", flags->sp, "Spatial ranks per tile (same padding; not with --pp)")->capture_default_str();
-  cmd->add_option("--micro-batches", flags->micro_batches, "Tiles per step and replica")->capture_default_str();
+  cmd->add_option("--micro-batches", flags->micro_batches, "Micro-batches per step and replica")->capture_default_str();
+  cmd->add_option("--batch", flags->tiles_per_micro_batch, "Tiles per micro-batch")->capture_default_str();
+  cmd->add_flag("--adam", flags->adam, "Add the Adam update after the allreduce (training)");
   cmd->add_option("--tile", flags->tile, "Network input side per tile")->capture_default_str();
   cmd->add_option("--schedule", flags->schedule, "gpipe or 1f1b")->capture_default_str();
   cmd->add_option("--balance", flags->balance, "Stage balance: time, memory or naive")->capture_default_str();

@@ -18,6 +18,7 @@ const char* colour(ScheduleEvent::Kind k) {
     case ScheduleEvent::Kind::kAllreduce: return "#e15759";
     case ScheduleEvent::Kind::kRead: return "#9c755f";
     case ScheduleEvent::Kind::kHalo: return "#b07aa1";
+    case ScheduleEvent::Kind::kUpdate: return "#76b7b2";
   }
   return "#999999";
 }
@@ -79,7 +80,8 @@ std::string gantt_svg(const std::vector<ScheduleEvent>& events, const std::strin
   }
   double lx = kLeft;
   for (auto k : {ScheduleEvent::Kind::kRead, ScheduleEvent::Kind::kForward, ScheduleEvent::Kind::kBackward,
-                 ScheduleEvent::Kind::kSend, ScheduleEvent::Kind::kAllreduce, ScheduleEvent::Kind::kHalo}) {
+                 ScheduleEvent::Kind::kSend, ScheduleEvent::Kind::kAllreduce, ScheduleEvent::Kind::kHalo,
+                 ScheduleEvent::Kind::kUpdate}) {
     svg += fmt("<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\"", lx, axis_y + 25, 0, 0) + " fill=\"" + colour(k) +
            "\"/>";
     svg += fmt("<text x=\"%.1f\" y=\"%.1f\">", lx + 16, axis_y + 36, 0, 0) + to_string(k) + "</text>\n";

@@ -58,6 +58,12 @@ void SimulationOptions::validate(const ClusterModel& c) const {
   at_least_one("--pp", pipeline_stages);
   at_least_one("--sp", spatial);
   at_least_one("--micro-batches", micro_batches);
+  at_least_one("tiles per micro-batch", tiles_per_micro_batch);
+  if (!layer_train_seconds.empty() && static_cast<int>(layer_train_seconds.size()) != sequence.size())
+    throw Error("layer times: " + std::to_string(layer_train_seconds.size()) + " measured, the model has " +
+                std::to_string(sequence.size()) + " layers (recalibrate: tessera plan --calibrate)");
+  for (double t : layer_train_seconds)
+    if (!(t >= 0) || !std::isfinite(t)) throw Error("layer times: each must be a finite number of seconds >= 0");
   if (spatial > 1 && pipeline_stages > 1) throw Error("--sp with --pp is not simulated (nor run): use one of them");
   if (pipeline_stages > sequence.size())
     throw Error("--pp " + std::to_string(pipeline_stages) + " exceeds the model's " + std::to_string(sequence.size()) +
@@ -89,7 +95,13 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   const int K = o.pipeline_stages, M = o.micro_batches;
   SimulationResult r;
 
-  const std::vector<double> forward = layer_forward_seconds(seq, c.device, o.precision);
+  // Forward seconds per layer and tile: measured (a third of forward + backward) or modelled.
+  std::vector<double> forward;
+  if (o.layer_train_seconds.empty()) {
+    forward = layer_forward_seconds(seq, c.device, o.precision);
+  } else {
+    for (double t : o.layer_train_seconds) forward.push_back(t / 3.0);
+  }
   const double pass_factor = o.training ? 3.0 : 1.0;  // backward ≈ 2 × forward
   for (double f : forward) r.layer_seconds.push_back(f * pass_factor);
   r.tile_seconds = std::accumulate(r.layer_seconds.begin(), r.layer_seconds.end(), 0.0);
@@ -114,14 +126,15 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
     for (int64_t e : sp.largest_block) block *= static_cast<double>(e);
     for (int a = 0; a < seq.options.dims; ++a) whole *= static_cast<double>(seq.input_side);
     block_share = block / whole;
-    halo_per_micro_batch = sp.halo_seconds;
+    halo_per_micro_batch = sp.halo_seconds * o.tiles_per_micro_batch;
     spatial_bytes = sp.bytes;
   }
 
   StageCosts costs;
   const int devices_per_replica = K * o.spatial;
   const double io_per_device = c.io_bytes_per_second_per_node / std::min(c.devices_per_node, o.data_parallel * devices_per_replica);
-  costs.read = static_cast<double>(input_tile_bytes(o)) / io_per_device + o.per_tile_overhead_seconds;
+  const double b = o.tiles_per_micro_batch;
+  costs.read = b * (static_cast<double>(input_tile_bytes(o)) / io_per_device + o.per_tile_overhead_seconds);
   const int per_node = std::max(1, c.devices_per_node / devices_per_replica);
   for (int s = 0; s < K; ++s) {
     const int first = part.first(s), last = first + part.sizes[s] - 1;
@@ -130,36 +143,41 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
       f += forward[l];
       params += static_cast<double>(seq.layers[l].params);
     }
-    f *= block_share;
+    f *= block_share * b;
     // Halo exchanges: half in the forward, half in the backward (training).
     const double halo_f = o.training ? halo_per_micro_batch / 2 : halo_per_micro_batch;
     costs.forward.push_back(f + halo_f);
     if (o.training) costs.backward.push_back(2 * f + halo_per_micro_batch - halo_f);
-    if (s + 1 < K) costs.send.push_back(send_seconds(cut_bytes(seq, last, o.precision), s, c));
+    if (s + 1 < K) costs.send.push_back(send_seconds(b * cut_bytes(seq, last, o.precision), s, c));
     if (o.training)
       costs.allreduce.push_back(hierarchical_allreduce_seconds(4 * params, o.data_parallel * o.spatial, per_node, c));
+    if (o.training && o.optimizer_step) costs.update.push_back(28 * params / c.device.memory_bytes_per_second);
   }
   const ScheduleResult step = simulate_schedule(costs, M, o.schedule);
   r.events = step.events;
   r.step_seconds = step.makespan;
-  r.steps = (o.tiles + int64_t{o.data_parallel} * M - 1) / (int64_t{o.data_parallel} * M);
+  const int64_t tiles_per_step = int64_t{o.data_parallel} * M * o.tiles_per_micro_batch;
+  r.steps = (o.tiles + tiles_per_step - 1) / tiles_per_step;
   r.pass_seconds = r.step_seconds * static_cast<double>(r.steps);
 
   // Breakdown of one step, then × steps: the busiest stage's compute, the allreduce tail after
   // the last backward, the reads that stage 0 serialises, the rest is bubble.
   double compute_end = 0;
   for (const ScheduleEvent& e : step.events)
-    if (e.kind != ScheduleEvent::Kind::kAllreduce) compute_end = std::max(compute_end, e.end);
+    if (e.kind != ScheduleEvent::Kind::kAllreduce && e.kind != ScheduleEvent::Kind::kUpdate)
+      compute_end = std::max(compute_end, e.end);
   const double busiest = *std::max_element(step.busy.begin(), step.busy.end());
   const double halo = o.spatial > 1 ? halo_per_micro_batch * M : 0;
-  TimeBreakdown b;
-  b.allreduce = step.makespan - compute_end;
-  b.halo = halo;
-  b.compute = busiest - halo;
-  b.io = std::min(costs.read * M, std::max(0.0, compute_end - busiest));
-  b.bubble = std::max(0.0, compute_end - busiest - b.io);
+  const double update = costs.update.empty() ? 0.0 : *std::max_element(costs.update.begin(), costs.update.end());
+  TimeBreakdown t;
+  t.optimizer = std::min(update, step.makespan - compute_end);
+  t.allreduce = step.makespan - compute_end - t.optimizer;
+  t.halo = halo;
+  t.compute = busiest - halo;
+  t.io = std::min(costs.read * M, std::max(0.0, compute_end - busiest));
+  t.bubble = std::max(0.0, compute_end - busiest - t.io);
   const double n = static_cast<double>(r.steps);
-  r.breakdown = {b.compute * n, b.bubble * n, b.halo * n, b.allreduce * n, b.io * n};
+  r.breakdown = {t.compute * n, t.bubble * n, t.halo * n, t.allreduce * n, t.io * n, t.optimizer * n};
 
   const StageMemoryOptions mem =
       StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);

@@ -53,6 +53,7 @@ std::string to_string(ScheduleEvent::Kind k) {
     case ScheduleEvent::Kind::kAllreduce: return "allreduce";
     case ScheduleEvent::Kind::kRead: return "read";
     case ScheduleEvent::Kind::kHalo: return "halo";
+    case ScheduleEvent::Kind::kUpdate: return "update";
   }
   return "?";
 }
@@ -65,6 +66,7 @@ ScheduleResult simulate_schedule(const StageCosts& costs, int micro_batches, Pip
   TESSERA_CHECK(!training || static_cast<int>(costs.backward.size()) == K);
   TESSERA_CHECK(static_cast<int>(costs.send.size()) == K - 1);
   TESSERA_CHECK(costs.allreduce.empty() || static_cast<int>(costs.allreduce.size()) == K);
+  TESSERA_CHECK(costs.update.empty() || static_cast<int>(costs.update.size()) == K);
 
   // end times of each stage's forward / backward per micro-batch (kNotYet until simulated)
   std::vector<std::vector<double>> f_end(K, std::vector<double>(M, kNotYet)), b_end = f_end;
@@ -126,6 +128,10 @@ ScheduleResult simulate_schedule(const StageCosts& costs, int micro_batches, Pip
     if (!costs.allreduce.empty() && costs.allreduce[s] > 0) {
       r.events.push_back({ScheduleEvent::Kind::kAllreduce, s, -1, free_at[s], free_at[s] + costs.allreduce[s]});
       free_at[s] += costs.allreduce[s];
+    }
+    if (!costs.update.empty() && costs.update[s] > 0) {
+      r.events.push_back({ScheduleEvent::Kind::kUpdate, s, -1, free_at[s], free_at[s] + costs.update[s]});
+      free_at[s] += costs.update[s];
     }
   }
   for (const ScheduleEvent& e : r.events) r.makespan = std::max(r.makespan, e.end);

@@ -42,10 +42,14 @@ StageCosts uniform(int stages, double f, double b, double send) {
   return c;
 }
 
-const ScheduleEvent& find(const ScheduleResult& r, ScheduleEvent::Kind k, int device, int m) {
-  for (const ScheduleEvent& e : r.events)
+const ScheduleEvent& find_event(const std::vector<ScheduleEvent>& events, ScheduleEvent::Kind k, int device, int m) {
+  for (const ScheduleEvent& e : events)
     if (e.kind == k && e.device == device && e.micro_batch == m) return e;
   throw std::runtime_error("event not found");
+}
+
+const ScheduleEvent& find(const ScheduleResult& r, ScheduleEvent::Kind k, int device, int m) {
+  return find_event(r.events, k, device, m);
 }
 
 TEST(Schedule, TwoStageGPipeEventsAtHandComputedTimes) {
@@ -148,7 +152,7 @@ TEST(Simulate, DataParallelPassIsStepsTimesStepAndFitsItsBreakdown) {
   EXPECT_EQ(r.steps, 9);
   EXPECT_NEAR(r.pass_seconds, 9 * r.step_seconds, 1e-12);
   const TimeBreakdown& b = r.breakdown;
-  EXPECT_NEAR(b.compute + b.bubble + b.halo + b.allreduce + b.io, r.pass_seconds, 1e-9 * r.pass_seconds);
+  EXPECT_NEAR(b.compute + b.bubble + b.halo + b.allreduce + b.io + b.optimizer, r.pass_seconds, 1e-9 * r.pass_seconds);
   EXPECT_GT(b.allreduce, 0);
   EXPECT_EQ(b.halo, 0);
 }
@@ -167,8 +171,71 @@ TEST(Simulate, GanttChartHasOneBoxPerEvent) {
   const std::string svg = gantt_svg(r.events, "t");
   size_t boxes = 0;
   for (size_t p = 0; (p = svg.find("<rect", p)) != std::string::npos; ++p) ++boxes;
-  EXPECT_EQ(boxes, r.events.size() + 6);  // + the legend's six
+  EXPECT_EQ(boxes, r.events.size() + 7);  // + the legend's seven
   EXPECT_EQ(svg.rfind("</svg>"), svg.size() - 7);
+}
+
+// Measured layer times (`tessera plan --calibrate`) replace the device model: a third of each
+// is the forward, the rest the backward.
+TEST(Simulate, MeasuredLayerTimesReplaceTheDeviceModel) {
+  const ClusterModel c = load_cluster(kClusters / "this-machine.yaml");
+  const UNetOptions o = unet_preset("unet-tiny");
+  const LayerSequence seq = unet_layer_sequence(o, 132);
+  std::vector<double> measured;
+  for (int i = 0; i < seq.size(); ++i) measured.push_back(1e-3 * (i % 5 + 1));
+  const SimulationResult r = simulate(SimulationOptions(seq).with_layer_train_seconds(measured), c);
+  double sum = 0;
+  for (double t : measured) sum += t;
+  EXPECT_NEAR(r.tile_seconds, sum, 1e-12);
+  ASSERT_EQ(r.layer_seconds.size(), measured.size());
+  for (size_t i = 0; i < measured.size(); ++i) EXPECT_NEAR(r.layer_seconds[i], measured[i], 1e-15);
+  const ScheduleEvent& forward = find_event(r.events, ScheduleEvent::Kind::kForward, 0, 0);
+  const ScheduleEvent& backward = find_event(r.events, ScheduleEvent::Kind::kBackward, 0, 0);
+  EXPECT_NEAR(forward.end - forward.start, sum / 3, 1e-12);
+  EXPECT_NEAR(backward.end - backward.start, 2 * sum / 3, 1e-12);
+  measured.pop_back();
+  try {
+    simulate(SimulationOptions(seq).with_layer_train_seconds(measured), c);
+    FAIL() << "a short layer-time list was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer times"), std::string::npos) << e.what();
+  }
+}
+
+// A micro-batch of b tiles costs b tiles' time: on one stage, M = 1 × b = 3 takes as long as
+// M = 3 × b = 1; on two stages the first forward lasts b times as long.
+TEST(Simulate, MicroBatchOfBTilesCostsBTiles) {
+  ClusterModel c = load_cluster(kClusters / "dgx1.yaml");
+  const UNetOptions o = unet_preset("unet-tiny");
+  const LayerSequence seq = unet_layer_sequence(o, 132);
+  const SimulationResult b3 = simulate(SimulationOptions(seq).with_tiles(3).with_tiles_per_micro_batch(3), c);
+  const SimulationResult m3 = simulate(SimulationOptions(seq).with_tiles(3).with_micro_batches(3), c);
+  EXPECT_EQ(b3.steps, 1);
+  EXPECT_NEAR(b3.step_seconds, m3.step_seconds, 1e-12 * m3.step_seconds);
+  auto first_forward = [&](int b) {
+    const SimulationResult r =
+        simulate(SimulationOptions(seq).with_pipeline_stages(2).with_tiles_per_micro_batch(b), c);
+    const ScheduleEvent& e = find_event(r.events, ScheduleEvent::Kind::kForward, 0, 0);
+    return e.end - e.start;
+  };
+  EXPECT_NEAR(first_forward(4), 4 * first_forward(1), 1e-12);
+}
+
+// Adam's update: 28 bytes per parameter over the memory bandwidth, after the allreduce.
+TEST(Simulate, AdamUpdateFollowsTheAllreduce) {
+  const ClusterModel c = load_cluster(kClusters / "this-machine.yaml");
+  const UNetOptions o = unet_preset("unet-tiny");
+  const LayerSequence seq = unet_layer_sequence(o, 132);
+  const SimulationResult plain = simulate(SimulationOptions(seq).with_data_parallel(2), c);
+  const SimulationResult adam = simulate(SimulationOptions(seq).with_data_parallel(2).with_optimizer_step(true), c);
+  double params = 0;
+  for (const Layer& l : seq.layers) params += static_cast<double>(l.params);
+  const double expected = 28.0 * params / c.device.memory_bytes_per_second;
+  EXPECT_NEAR(adam.step_seconds - plain.step_seconds, expected, 1e-12);
+  EXPECT_NEAR(adam.breakdown.optimizer, expected, 1e-12);
+  EXPECT_EQ(plain.breakdown.optimizer, 0);
+  const ScheduleEvent& update = find_event(adam.events, ScheduleEvent::Kind::kUpdate, 0, -1);
+  EXPECT_NEAR(update.start, find_event(adam.events, ScheduleEvent::Kind::kAllreduce, 0, -1).end, 1e-15);
 }
 
 }  // namespace

@@ -6,7 +6,9 @@
 // What is simulated, per step (every replica runs the same step, so one is simulated):
 //   - per layer, from the layer sequence (core/layer_sequence.hpp): forward seconds =
 //     FLOPs / (peak × eff(positions)) + 4 B × (in + out elements) / memory bandwidth
-//     + α_launch; backward = 2 × that (training);
+//     + α_launch; backward = 2 × that (training) — or, when given, the layer times measured on
+//     the device (`tessera plan --calibrate`: forward + backward per layer and tile, split 1 : 2);
+//     a micro-batch of b tiles costs b × one tile's time (no batching gain assumed);
 //   - stages cut by the planner's balance (parallel/planner.hpp: by time by default);
 //   - the pipeline schedule (GPipe or 1F1B) event by event: each stage runs its ops in the
 //     schedule's order, a forward waits for the activation from the stage before (plus its
@@ -16,7 +18,9 @@
 //     halo exchanges of spatial_plan (α-β of the link between neighbours);
 //   - reading each micro-batch's input tile before stage 0's forward (I/O, not overlapped);
 //   - training: each stage's gradient allreduce over its dp (× sp) replicas after the
-//     backward (hierarchical ring, cluster.hpp); the step ends when the slowest stage is done.
+//     backward (hierarchical ring, cluster.hpp), then (optional) its Adam update: 28 B per
+//     parameter (read p, g, m, v; write p, m, v in fp32) over the memory bandwidth; the step
+//     ends when the slowest stage is done.
 // A pass is ceil(tiles / (dp × M)) such steps. Memory per device: the planner's stage_bytes
 // plus the device's baseline. Torch-free; thread safe (no shared state).
 #include <cstdint>
@@ -33,10 +37,10 @@ namespace tessera::parallel {
 /// One box of the schedule: a stage's forward or backward of a micro-batch, a send, an
 /// allreduce or an input read. Times in seconds from the step's start.
 struct ScheduleEvent {
-  enum class Kind { kForward, kBackward, kSend, kAllreduce, kRead, kHalo };
+  enum class Kind { kForward, kBackward, kSend, kAllreduce, kRead, kHalo, kUpdate };
   Kind kind = Kind::kForward;
   int device = 0;        ///< pipeline stage (the row of the Gantt chart)
-  int micro_batch = -1;  ///< -1 for allreduce
+  int micro_batch = -1;  ///< -1 for allreduce and update
   double start = 0;
   double end = 0;
 };
@@ -49,6 +53,7 @@ struct StageCosts {
   std::vector<double> send;       ///< seconds to send stage s's output to s + 1 (K − 1 entries; same for the gradient)
   double read = 0;                ///< seconds to read one micro-batch's input before stage 0
   std::vector<double> allreduce;  ///< per stage, after its last backward (empty: none)
+  std::vector<double> update;     ///< per stage, after its allreduce: the optimizer step (empty: none)
 };
 
 /// The schedule of one step of K = forward.size() stages over M micro-batches: every event and
@@ -67,7 +72,12 @@ struct SimulationOptions {
   int data_parallel = 1;       ///< dp
   int pipeline_stages = 1;     ///< pp (K)
   int spatial = 1;             ///< sp: ranks sharing one tile (then pp = 1)
-  int micro_batches = 1;       ///< M tiles per step and replica
+  int micro_batches = 1;       ///< M micro-batches per step and replica
+  int tiles_per_micro_batch = 1;  ///< b tiles in each micro-batch
+  /// Measured training seconds (forward + backward) of each layer for one tile at the
+  /// sequence's side (LayerTimeCalibration::seconds); empty: the device model's.
+  std::vector<double> layer_train_seconds;
+  bool optimizer_step = false;  ///< an Adam update after the allreduce
   PipelineScheduleKind schedule = PipelineScheduleKind::kGPipe;
   BalanceStrategy balance = BalanceStrategy::kTime;
   bool training = true;
@@ -81,6 +91,9 @@ struct SimulationOptions {
   SimulationOptions& with_pipeline_stages(int k) { pipeline_stages = k; return *this; }
   SimulationOptions& with_spatial(int s) { spatial = s; return *this; }
   SimulationOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
+  SimulationOptions& with_tiles_per_micro_batch(int b) { tiles_per_micro_batch = b; return *this; }
+  SimulationOptions& with_layer_train_seconds(std::vector<double> s) { layer_train_seconds = std::move(s); return *this; }
+  SimulationOptions& with_optimizer_step(bool v) { optimizer_step = v; return *this; }
   SimulationOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   SimulationOptions& with_balance(BalanceStrategy b) { balance = b; return *this; }
   SimulationOptions& with_training(bool t) { training = t; return *this; }
@@ -97,6 +110,7 @@ struct TimeBreakdown {
   double halo = 0;       ///< spatial halo exchanges (0 without sp)
   double allreduce = 0;  ///< gradient allreduce not hidden (after the backward)
   double io = 0;         ///< reading input tiles
+  double optimizer = 0;  ///< the optimizer's update after the allreduce
 };
 
 struct SimulationResult {

@@ -1,0 +1,232 @@
+// tessera bench simulate: the simulator (parallel/simulator.hpp) against this machine.
+//   tessera bench simulate [--model unet-tiny] [--tile 48] [--batch 8] [--micro 1,2,4,8]
+//
+// Three measurements, then the simulator's predictions for the same layouts, side by side:
+//   1. `tessera plan --calibrate --model M --threads 1` (one core per rank, as under mpirun):
+//      every layer's forward + backward time for one tile, measured alone — the simulator's
+//      only per-model input (with clusters/this-machine.yaml: MPI's bandwidth and latency,
+//      the memory bandwidth); nothing below is fitted to the step times it predicts;
+//   2. `mpirun -np 2 tessera bench pipeline` (GPipe and 1F1B, each M of --micro, the global
+//      batch split into M micro-batches of batch / M tiles): the slowest stage's step time;
+//   3. `mpirun -np 2 tessera train` (data parallel, batch / 2 tiles per rank, Adam), --repeats
+//      runs: the median of their median step times (metrics.jsonl).
+// The simulator gets the same layout (dp × pp, M, tiles per micro-batch, schedule, the time
+// balance cut from the same calibration) and predicts one step; the error is
+// (simulated − measured) / measured, and the done-when bound is 25 %.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench_common.hpp"
+#include "calibration.hpp"
+#include "child_process.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/model_registry.hpp"
+#include "tessera/core/unet_spec.hpp"
+#include "tessera/parallel/cluster.hpp"
+#include "tessera/parallel/simulator.hpp"
+#include "tessera/run/run_layout.hpp"
+
+namespace tessera::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Flags {
+  std::string model = "unet-tiny";
+  int64_t tile = 48;  // training inset S; the network input is S + remainder + 2 ε
+  int batch = 8, pipeline_steps = 5, train_steps = 16, repeats = 3;
+  std::vector<int> micro{1, 2, 4, 8};
+  std::string cluster = TESSERA_SOURCE_DIR "/clusters/this-machine.yaml";
+  std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
+  std::string mpirun = "mpirun";
+  double bound = 0.25;
+};
+
+constexpr int kRanks = 2;
+
+std::vector<std::string> under_mpirun(const Flags& f, std::vector<std::string> args) {
+  std::vector<std::string> cmd{f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(kRanks),
+                               self_executable()};
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  return cmd;
+}
+
+ChildResult must_run(const std::vector<std::string>& cmd, const std::string& what) {
+  ChildResult r = run_child(cmd, true);
+  if (r.exit_code != 0)
+    throw Error("bench simulate: " + what + " failed (exit " + std::to_string(r.exit_code) + "; its error is above)");
+  return r;
+}
+
+// The last line of a child's stdout that is a JSON object (the benches' machine-readable report).
+nlohmann::json last_json(const std::string& out, const std::string& what) {
+  const size_t at = out.rfind("\n{");
+  const size_t from = at == std::string::npos ? out.find('{') : at + 1;
+  if (from == std::string::npos) throw Error("bench simulate: " + what + " printed no JSON report");
+  return nlohmann::json::parse(out.substr(from));
+}
+
+struct Row {
+  std::string name;
+  double measured = 0, simulated = 0;
+  std::string detail;
+  double error() const { return (simulated - measured) / measured; }
+};
+
+void run(const Flags& f) {
+  if (f.batch % kRanks != 0) throw Error("--batch must be a multiple of " + std::to_string(kRanks));
+  for (int m : f.micro)
+    if (m < 1 || f.batch % m != 0) throw Error("--micro: each M must divide --batch (" + std::to_string(f.batch) + ")");
+  if (f.repeats < 1) throw Error("--repeats must be >= 1");
+  const UNetOptions model = model_preset(f.model);
+  if (f.tile < 1 || f.tile % unet_alignment(model) != 0)
+    throw Error("--tile must be a positive multiple of " + std::to_string(unet_alignment(model)));
+  const int64_t side = f.tile + unet_remainder(model) + 2 * unet_halo(model);
+  parallel::ClusterModel cluster = parallel::load_cluster(f.cluster);
+  if (cluster.devices_per_node < kRanks)
+    throw Error(f.cluster + ": the simulated node has fewer than " + std::to_string(kRanks) + " devices");
+  cluster.nodes = 1;
+
+  const fs::path dir = fs::path(f.work_dir) / "simulate";
+  fs::create_directories(dir);
+  const fs::path cal_path = dir / "calibration.json";
+  fs::remove(cal_path);
+  std::printf("bench simulate: %s, inset %lld (input %lld), global batch %d, %d ranks, cluster %s\n", f.model.c_str(),
+              (long long)f.tile, (long long)side, f.batch, kRanks, f.cluster.c_str());
+  std::fflush(stdout);
+
+  // 1. The simulator's input: per-layer times on one core.
+  must_run({self_executable(), "plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration",
+            cal_path.string()},
+           "tessera plan --calibrate");
+  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
+  if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
+  const LayerSequence seq = parallel::simulated_layer_sequence(model, side);
+  const std::vector<double> layer_seconds = cal.time.seconds(seq);
+  if (cal.device_flops) cluster.device.fp32_flops = *cal.device_flops;
+  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", layer_seconds.size(),
+              cal_path.c_str(), [&] {
+                double s = 0;
+                for (double t : layer_seconds) s += t;
+                return s;
+              }());
+
+  auto simulate = [&](int dp, int pp, int m, int b, const std::string& schedule, bool adam) {
+    auto o = parallel::SimulationOptions(seq)
+                 .with_tiles(int64_t{dp} * m * b)
+                 .with_data_parallel(dp)
+                 .with_pipeline_stages(pp)
+                 .with_micro_batches(m)
+                 .with_tiles_per_micro_batch(b)
+                 .with_schedule(parallel::parse_pipeline_schedule(schedule))
+                 .with_balance(parallel::BalanceStrategy::kTime)
+                 .with_layer_train_seconds(layer_seconds)
+                 .with_optimizer_step(adam);
+    return parallel::simulate(o, cluster);
+  };
+
+  std::vector<Row> rows;
+  // 2. Pipeline parallel: one stage per rank.
+  std::string micro;
+  for (int m : f.micro) micro += (micro.empty() ? "" : ",") + std::to_string(m);
+  for (const std::string schedule : {"gpipe", "1f1b"}) {
+    std::printf("running mpirun -np %d tessera bench pipeline --schedule %s --micro %s …\n", kRanks, schedule.c_str(),
+                micro.c_str());
+    std::fflush(stdout);
+    const ChildResult r = must_run(
+        under_mpirun(f, {"bench", "pipeline", "--model", f.model, "--tile", std::to_string(side), "--batch",
+                         std::to_string(f.batch), "--micro", micro, "--schedule", schedule, "--balance", "time",
+                         "--steps", std::to_string(f.pipeline_steps), "--no-memory", "--threads", "1",
+                         "--calibration", cal_path.string()}),
+        "tessera bench pipeline");
+    const nlohmann::json report = last_json(r.out, "tessera bench pipeline");
+    if (report.at("input_side").get<int64_t>() != side)
+      throw Error("bench simulate: bench pipeline ran input side " + report.at("input_side").dump() + ", not " +
+                  std::to_string(side));
+    for (const auto& t : report.at("time")) {
+      const int m = t.at("micro_batches").get<int>();
+      const parallel::SimulationResult sim = simulate(1, kRanks, m, f.batch / m, schedule, false);
+      const auto measured_balance = t.at("balance").get<std::vector<int>>();
+      rows.push_back({fmt::format("pipeline {} M={}", schedule, m), t.at("wall_s").get<double>(), sim.step_seconds,
+                      fmt::format("balance {} (simulated {}), bubble {:.2f} (simulated {:.2f})",
+                                  fmt::join(measured_balance, ","), fmt::join(sim.balance, ","),
+                                  t.at("measured_bubble").get<double>(),
+                                  sim.step_seconds > 0 ? sim.breakdown.bubble / sim.pass_seconds : 0.0)});
+    }
+  }
+
+  // 3. Data parallel training through the real command.
+  const std::string scene = bench_scene(f.work_dir, 1024);
+  const fs::path config = dir / "train.yaml";
+  {
+    std::ofstream y(config);
+    y << "model: {preset: " << f.model << "}\n"
+      << "data:\n  pairs: [{image: " << scene << ", labels: " << fs::path(scene).parent_path() / "scene_labels.tif"
+      << "}]\n"
+      << "train: {tile: " << f.tile << ", batch: " << f.batch / kRanks << ", steps: " << f.train_steps
+      << ", learning_rate: 0.001, seed: 0, augment: false, checkpoint_every: " << f.train_steps + 1 << "}\n";
+  }
+  std::vector<double> runs;
+  for (int k = 0; k < f.repeats; ++k) {
+    std::printf("running mpirun -np %d tessera train (data parallel), run %d of %d …\n", kRanks, k + 1, f.repeats);
+    std::fflush(stdout);
+    const fs::path run_dir = dir / "train-run";
+    fs::remove_all(run_dir);
+    must_run(under_mpirun(f, {"train", "--config", config.string(), "--run-dir", run_dir.string(), "--no-progress"}),
+             "tessera train");
+    runs.push_back(median_step_seconds(RunLayout(run_dir.string()).metrics()));
+  }
+  {
+    const parallel::SimulationResult sim = simulate(kRanks, 1, 1, f.batch / kRanks, "gpipe", true);
+    const auto& b = sim.breakdown;
+    std::string spread;
+    for (double r : runs) spread += (spread.empty() ? "" : " ") + fmt::format("{:.4f}", r);
+    rows.push_back({"train data parallel", median_of(runs), sim.step_seconds,
+                    fmt::format("runs {}; simulated compute {:.4f} + allreduce {:.4f} + io {:.4f} + adam {:.4f}",
+                                spread, b.compute, b.allreduce, b.io, b.optimizer)});
+  }
+
+  std::printf("\n%-22s %12s %12s %8s  %s\n", "layout (2 ranks)", "measured s", "simulated s", "error", "");
+  nlohmann::json report{{"model", f.model}, {"input_side", side}, {"batch", f.batch}, {"ranks", kRanks},
+                        {"bound", f.bound}};
+  bool all_within = true;
+  for (const Row& r : rows) {
+    const bool within = std::abs(r.error()) <= f.bound;
+    all_within = all_within && within;
+    std::printf("%-22s %12.4f %12.4f %+7.1f%%  %s\n", r.name.c_str(), r.measured, r.simulated, 100 * r.error(),
+                r.detail.c_str());
+    report["rows"].push_back({{"layout", r.name}, {"measured_s", r.measured}, {"simulated_s", r.simulated},
+                              {"error", r.error()}, {"within", within}});
+  }
+  std::printf("every prediction within %.0f%% of the measured step: %s\n", 100 * f.bound, all_within ? "yes" : "NO");
+  report["all_within"] = all_within;
+  std::cout << report.dump() << std::endl;
+}
+
+}  // namespace
+
+void register_bench_simulate(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "simulate", "The cluster simulator's step times against this machine: bench pipeline and mpirun train, 2 ranks");
+  static Flags f;
+  cmd->add_option("--model", f.model, "Model preset")->capture_default_str();
+  cmd->add_option("--tile", f.tile, "Training tile inset S (the network input is S + remainder + 2 halo)")
+      ->capture_default_str();
+  cmd->add_option("--batch", f.batch, "Global batch (tiles per step)")->capture_default_str();
+  cmd->add_option("--micro", f.micro, "Pipeline micro-batch counts M")->delimiter(',');
+  cmd->add_option("--pipeline-steps", f.pipeline_steps, "Timed pipeline steps per M")->capture_default_str();
+  cmd->add_option("--train-steps", f.train_steps, "Training steps per run (the first is not timed)")
+      ->capture_default_str();
+  cmd->add_option("--repeats", f.repeats, "Training runs; the median of their medians is compared")
+      ->capture_default_str();
+  cmd->add_option("--cluster", f.cluster, "Cluster description of this machine")->capture_default_str();
+  cmd->add_option("--work-dir", f.work_dir, "Where the calibration, scene and runs go")->capture_default_str();
+  cmd->add_option("--mpirun", f.mpirun, "MPI launcher")->capture_default_str();
+  cmd->callback([] { run(f); });
+}
+
+}  // namespace tessera::cli
