@@ -345,6 +345,7 @@ struct Hooks {
   std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
   parallel::PipelineTrainHooks* pipeline = nullptr;  // for per-stage telemetry
   parallel::SpatialTrainHooks* spatial = nullptr;    // for the halo bytes in the report
+  parallel::DataParallelHooks* data = nullptr;       // for the communication timeline in the report
   TrainHooks* get() const { return hooks.get(); }
 };
 
@@ -374,8 +375,10 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
   } else {
     auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()
                                                                            .with_fusion_bytes(int64_t(p.fusion_mib * (1 << 20)))
+                                                                           .with_overlap(p.overlap_allreduce)
                                                                            .with_writes_outputs(grid.is_root()));
     out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
+    out.data = h.get();
     out.hooks = std::move(h);
   }
   return out;
@@ -467,6 +470,23 @@ std::unique_ptr<parallel::DeviceMonitor> start_monitor(const TrainOptions& t, pa
     }
   });
   return monitor;
+}
+
+// "data parallel: 3 buckets per step, 2 posted during the backward; communication 1.9 ms per
+// step, 84% of it during the backward, 0.4 ms waited after it" (rank 0's view).
+void print_communication(const parallel::DataParallelHooks& h) {
+  const parallel::CommunicationTimeline& t = h.timeline();
+  if (h.replicas() < 2 || h.buckets_reduced() == 0) return;
+  const double steps = double(std::max<int64_t>(1, t.steps));
+  if (t.steps == 0) {
+    std::printf("data parallel: %lld gradient buckets reduced after the backward (overlap off)\n",
+                (long long)h.buckets_reduced());
+    return;
+  }
+  std::printf("data parallel: %.1f buckets per step, %.1f posted during the backward; communication %.2f ms per step, "
+              "%.0f%% of it during the backward, %.2f ms waited after it\n",
+              double(h.buckets_reduced()) / steps, double(h.buckets_overlapped()) / steps, 1e3 * t.busy_seconds / steps,
+              100 * t.hidden_share(), 1e3 * t.exposed_seconds / steps);
 }
 
 void print_report(const TrainReport& r) {
@@ -614,6 +634,7 @@ void run(const Flags& f) {
   monitor->sample_now();
   print_telemetry_summary(world, *monitor);
   if (root_rank) print_report(r);
+  if (root_rank && hooks.data) print_communication(*hooks.data);
   if (root_rank && hooks.spatial && r.steps > 0) {
     const parallel::SpatialDecomposition& d = hooks.spatial->decomposition();
     std::printf("halo exchange: rank 0 sent %.2f MiB per step (forward %.2f, backward %.2f)\n",

@@ -6,7 +6,7 @@
 //   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
 //   data: {dataset: DIR, validation: [case ids] | fold: K, folds: N}   # an MSD / nnU-Net folder (msd_dataset.hpp)
 //   train: {TrainOptions fields (train_options_binding.hpp), validate}
-//   parallel: {dp, pp, sp, sp_mesh, fusion_mib, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
+//   parallel: {dp, pp, sp, sp_mesh, fusion_mib, overlap_allreduce, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
 // A key nobody declared is an error naming the file, line and closest key (config_file.hpp).
 #include <string>
 #include <vector>
@@ -88,6 +88,7 @@ struct ParallelConfig {
   int sp = 1;
   std::string sp_mesh;  ///< blocks per spatial axis with sp > 1 ("2x2"); empty = split along the first axis
   double fusion_mib = 25;
+  bool overlap_allreduce = true;  ///< reduce gradient buckets during the backward
   int micro_batches = 0;
   std::string schedule = "1f1b";
   std::string activation_checkpoint = "never";
@@ -196,6 +197,8 @@ void fields(ParallelSection& s, V& v) {
   v.field("sp", s.p.sp, "Spatial ranks per tile: each holds one block of every tile (needs padding same)");
   v.field("sp_mesh", s.p.sp_mesh, "Blocks per spatial axis with --sp, e.g. 2x2 (product = sp); empty = split along the first axis");
   v.field("fusion_mib", s.p.fusion_mib, "Gradient allreduce bucket bound in MiB");
+  v.field("overlap_allreduce", s.p.overlap_allreduce,
+          "Reduce gradient buckets during the backward (hooks, non-blocking allreduce); false: all after it");
   v.field("micro_batches", s.p.micro_batches, "Micro-batches per replica batch with --pp (0: one tile each)");
   v.field("schedule", s.p.schedule, "Pipeline schedule with --pp: 1f1b or gpipe");
   v.field("activation_checkpoint", s.p.activation_checkpoint,

@@ -166,7 +166,7 @@ class Training {
   }
   int64_t epoch_of(int64_t step) const { return (step - 1) / options_.steps_per_epoch; }
   void plan_more();
-  std::optional<double> micro_batch(int64_t step, double lr);
+  std::optional<double> micro_batch(int64_t step, double lr, bool last);
 
   UNet& net_;
   const TrainOptions& options_;
@@ -258,7 +258,7 @@ void Training::plan_more() {
 
 // Forward and backward of the next micro-batch; its global-batch loss, none when it had no
 // labelled pixel (nothing to learn).
-std::optional<double> Training::micro_batch(int64_t step, double lr) {
+std::optional<double> Training::micro_batch(int64_t step, double lr, bool last) {
   Sample s = loader_->take();
   if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
   planned_states_.pop_front();
@@ -279,7 +279,10 @@ std::optional<double> Training::micro_batch(int64_t step, double lr) {
   if (!std::isfinite(loss.value))
     throw Error("step " + std::to_string(step) + ": loss is " + non_finite_name(loss.value) + " (learning rate " +
                 std::to_string(lr) + " too high, or NaN in the input?)" + kept_checkpoint_note(last_));
-  if (!hooked) (loss.for_backward / double(options_.accumulate)).backward();
+  if (!hooked) {
+    hooks_.before_backward(net_, last);
+    (loss.for_backward / double(options_.accumulate)).backward();
+  }
   return loss.value;
 }
 
@@ -292,7 +295,7 @@ StepResult Training::run_step(int64_t step) {
   double step_loss = 0;
   bool labelled = false;
   for (int micro = 0; micro < options_.accumulate; ++micro)
-    if (const std::optional<double> loss = micro_batch(step, r.lr)) {
+    if (const std::optional<double> loss = micro_batch(step, r.lr, micro + 1 == options_.accumulate)) {
       step_loss += *loss / options_.accumulate;
       labelled = true;
     }

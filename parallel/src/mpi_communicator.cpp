@@ -155,6 +155,37 @@ class ArrivalBoard {
 };
 
 class MpiCommunicator final : public Communicator {
+  // A posted MPI request and the tensor it reads or writes (kept alive until it completes).
+  class MpiPending final : public PendingOperation {
+   public:
+    MpiPending(const MpiCommunicator& comm, torch::Tensor t, std::string op, int peer)
+        : comm_(comm), tensor_(std::move(t)), op_(std::move(op)), peer_(peer) {}
+    ~MpiPending() override {
+      if (request == MPI_REQUEST_NULL || unwinding_or_finalized()) return;
+      try {
+        wait();
+      } catch (const std::exception&) {  // the caller is already failing; the job aborts
+      }
+    }
+    bool test() override {
+      if (request == MPI_REQUEST_NULL) return true;
+      int done = 0;
+      if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) comm_.wait(request, op_, peer_);  // names the failure
+      return done != 0;
+    }
+    void wait() override {
+      if (request != MPI_REQUEST_NULL) comm_.wait(request, op_, peer_);
+      request = MPI_REQUEST_NULL;
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+
+   private:
+    const MpiCommunicator& comm_;
+    torch::Tensor tensor_;
+    std::string op_;
+    int peer_;
+  };
+
  public:
   MpiCommunicator(MPI_Comm comm, bool owns)
       : comm_(comm), owns_(owns), timeout_(collective_timeout_seconds()), board_(std::make_unique<ArrivalBoard>(comm)) {
@@ -229,6 +260,25 @@ class MpiCommunicator final : public Communicator {
     MPI_Request r;
     MPI_Isend(t.data_ptr(), count(t), mpi_type(t, false), destination, tag, comm_, &r);
     wait(r, "send", destination);
+  }
+
+  std::unique_ptr<PendingOperation> isend(const torch::Tensor& t, int destination, int tag) override {
+    check(t, "send");
+    auto op = std::make_unique<MpiPending>(*this, t, "send", destination);
+    MPI_Isend(t.data_ptr(), count(t), mpi_type(t, false), destination, tag, comm_, &op->request);
+    return op;
+  }
+
+  std::unique_ptr<PendingOperation> iallreduce(torch::Tensor& t, ReduceOp op) override {
+    check(t, "allreduce");
+    if (op == ReduceOp::kAverage) {  // the division needs the sums: blocking
+      allreduce(t, op);
+      return Communicator::iallreduce(t, ReduceOp::kSum);
+    }
+    board_->arrive();
+    auto pending = std::make_unique<MpiPending>(*this, t, "allreduce", -1);
+    MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t), mpi_type(t, true), mpi_op(op), comm_, &pending->request);
+    return pending;
   }
 
   void recv(torch::Tensor& t, int source, int tag) override {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <optional>
 
@@ -170,25 +171,34 @@ void PipelineTrainer::build_events() {
     return sa != sb ? sa < sb : a.stage < b.stage;
   });
 
-  // Every rank walks the same global sequence and keeps the events it takes part in.
+  // Every rank walks the same global sequence and keeps the events it takes part in. A
+  // receive waits just before the block that consumes it; a send leaves right after the
+  // block that produced it (the forward, or backward, of the same micro-batch on this
+  // stage): sends are non-blocking, so the stage computes on while the tensor travels and
+  // the receiver never waits for the sender's next block.
   const int me = stage_index_;
+  auto message = [&](const PipelineBlock& b, int src, int skip) {
+    Event ev;
+    ev.block = b;
+    ev.message = true;
+    ev.source = src;
+    ev.destination = b.stage;
+    ev.skip = skip;
+    ev.tag = ((b.micro_batch * 2 + (b.forward ? 0 : 1)) * (E + 1) + (skip + 1)) % kMaxTag;
+    return ev;
+  };
+  std::map<std::pair<bool, int>, std::vector<Event>> sends_after;  // (forward, micro-batch) of my block → its sends
+  for (const PipelineBlock& b : blocks)
+    for (const auto& [src, skip] : inputs(b))
+      if (src == me && b.stage != me) sends_after[{b.forward, b.micro_batch}].push_back(message(b, src, skip));
   for (const PipelineBlock& b : blocks) {
-    for (const auto& [src, skip] : inputs(b)) {
-      if (src != me && b.stage != me) continue;
-      Event ev;
-      ev.block = b;
-      ev.message = true;
-      ev.source = src;
-      ev.destination = b.stage;
-      ev.skip = skip;
-      ev.tag = ((b.micro_batch * 2 + (b.forward ? 0 : 1)) * (E + 1) + (skip + 1)) % kMaxTag;
-      events_.push_back(ev);
-    }
-    if (b.stage == me) {
-      Event ev;
-      ev.block = b;
-      events_.push_back(ev);
-    }
+    if (b.stage != me) continue;
+    for (const auto& [src, skip] : inputs(b))
+      if (src != me) events_.push_back(message(b, src, skip));
+    Event ev;
+    ev.block = b;
+    events_.push_back(ev);
+    for (const Event& send : sends_after[{b.forward, b.micro_batch}]) events_.push_back(send);
   }
 }
 
@@ -301,7 +311,9 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
     }
     stats_.max_received_bytes_held = std::max(stats_.max_received_bytes_held, held);
   };
+  std::vector<std::unique_ptr<PendingOperation>> sends;
   for (const Event& ev : events_) {
+    std::erase_if(sends, [](const std::unique_ptr<PendingOperation>& op) { return op->test(); });
     MicroBatch& mb = mbs[static_cast<size_t>(ev.block.micro_batch)];
     if (!ev.message) {
       const double c0 = now_seconds();
@@ -329,7 +341,10 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
         t = leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf);
       }
       t = t.detach().contiguous();
-      pipeline_.send(t, ev.destination, ev.tag);
+      // Non-blocking: this stage goes on computing while the tensor travels (the operation
+      // keeps it alive); completed sends are dropped after each event, the rest waited for
+      // at the end of the step.
+      sends.push_back(pipeline_.isend(t, ev.destination, ev.tag));
       stats_.bytes_sent += tensor_bytes(t);
       if (forward_message && mb.recompute) {  // recomputed before the backward: not kept meanwhile
         if (ev.skip < 0)
@@ -360,6 +375,9 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
       }
     }
   }
+
+  for (auto& op : sends) op->wait();
+  sends.clear();
 
   torch::Tensor loss = torch::zeros({1}, torch::kFloat64);
   if (last) {

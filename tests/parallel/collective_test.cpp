@@ -81,6 +81,53 @@ TEST(Collective, SendRecvPassesATensorAroundTheRing) {
   w.barrier();
 }
 
+// isend returns before the receiver has posted its receive: rank 0 posts a 4 MiB send (far
+// above the eager limit) and enters a barrier that rank 1 joins before it receives. A
+// blocking send would wait for the receive behind the barrier and time out.
+TEST(Collective, IsendReturnsBeforeTheReceiverPostsItsReceive) {
+  Communicator& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const torch::Tensor payload = torch::arange(1 << 20, torch::kFloat);
+  std::unique_ptr<PendingOperation> sent;
+  if (w.rank() == 0) sent = w.isend(payload, 1, 7);
+  w.barrier();
+  if (w.rank() == 1) {
+    torch::Tensor got = torch::empty_like(payload);
+    w.recv(got, 0, 7);
+    EXPECT_TRUE(torch::equal(got, payload));
+  }
+  if (sent) sent->wait();
+  EXPECT_TRUE(!sent || sent->test());
+}
+
+// Two iallreduces in flight at once, finished in the opposite order, give the blocking sums;
+// PackedAllreduce gives bit for bit what allreduce_sum_packed gives.
+TEST(Collective, NonBlockingAllreducesEqualTheBlockingOnes) {
+  Communicator& w = world();
+  const int r = w.rank();
+  torch::manual_seed(11 + r);
+  const torch::Tensor a0 = torch::randn({1000}), b0 = torch::randn({3, 70});
+  torch::Tensor a = a0.clone(), b = b0.clone(), a_ref = a0.clone(), b_ref = b0.clone();
+  auto pa = w.iallreduce(a, ReduceOp::kSum);
+  auto pb = w.iallreduce(b, ReduceOp::kSum);
+  pb->wait();
+  pa->wait();
+  w.allreduce(a_ref, ReduceOp::kSum);
+  w.allreduce(b_ref, ReduceOp::kSum);
+  EXPECT_TRUE(torch::equal(a, a_ref));
+  EXPECT_TRUE(torch::equal(b, b_ref));
+
+  std::vector<torch::Tensor> packed{a0.clone(), b0.clone().contiguous(torch::MemoryFormat::Contiguous)};
+  std::vector<torch::Tensor> blocking{a0.clone(), b0.clone()};
+  PackedAllreduce op(w, packed);
+  allreduce_sum_packed(w, blocking);
+  op.finish();
+  EXPECT_TRUE(op.test());
+  EXPECT_TRUE(torch::equal(packed[0], blocking[0]));
+  EXPECT_TRUE(torch::equal(packed[1], blocking[1]));
+  if (w.size() > 1) EXPECT_FALSE(torch::equal(packed[0], a0));  // the sums arrived
+}
+
 TEST(Collective, RejectsTensorsItCannotMove) {
   Communicator& w = world();
   torch::Tensor strided = torch::zeros({4, 4}).t();

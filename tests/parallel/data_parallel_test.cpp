@@ -187,6 +187,42 @@ TEST(DataParallel, SmallBucketsGiveTheSameParameters) {
   expect_same_as_one_rank(4096, /*augment=*/true, "buckets");
 }
 
+// Buckets reduced during the backward (gradient hooks, non-blocking allreduce: the default)
+// give bit for bit the parameters of the blocking path after it, and with 4 KiB buckets most
+// are posted before the backward ends.
+TEST(DataParallel, OverlappedBucketsEqualTheBlockingPathBitForBit) {
+  Communicator& w = world();
+  if (w.size() < 2) GTEST_SKIP() << "needs two ranks";
+  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
+  w.broadcast(pid, 0);
+  auto run = [&](bool overlap) {
+    const std::string dir = (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) +
+                                                          (overlap ? "-overlap" : "-blocking")))
+                                .string();
+    DataParallelHooks hooks(
+        w, DataParallelOptions().with_fusion_bytes(4096).with_overlap(overlap).with_writes_outputs(w.rank() == 0));
+    torch::Tensor params = train_once(2, &hooks, dir, /*augment=*/true, /*sync_bn=*/false, OptimizerKind::kAdam);
+    w.barrier();
+    if (w.rank() == 0) fs::remove_all(dir);
+    return std::tuple{params, hooks.buckets_reduced(), hooks.buckets_overlapped(), hooks.timeline()};
+  };
+  const auto [blocking, blocking_buckets, blocking_overlapped, blocking_timeline] = run(false);
+  const auto [overlapped, buckets, posted_early, timeline] = run(true);
+  EXPECT_TRUE(torch::equal(overlapped, blocking));
+  EXPECT_EQ(buckets, blocking_buckets);
+  EXPECT_EQ(blocking_overlapped, 0);
+  EXPECT_EQ(blocking_timeline.steps, 0);
+  EXPECT_EQ(timeline.steps, 5);
+  EXPECT_GT(posted_early, buckets / 2) << "of " << buckets << " buckets";
+  EXPECT_GT(timeline.busy_seconds, 0);
+  EXPECT_LE(timeline.hidden_seconds, timeline.busy_seconds);
+  if (w.rank() == 0)
+    std::printf("[ rank 0  ] %lld of %lld buckets posted during the backward; communication %.2f ms per step, "
+                "%.0f%% of it during the backward\n",
+                (long long)posted_early, (long long)buckets, 1e3 * timeline.busy_seconds / timeline.steps,
+                100 * timeline.hidden_share());
+}
+
 // Plain SGD: its step is the gradient times the rate, so a gradient summed instead of
 // averaged (or averaged twice) over the replicas shows in the parameters and the losses.
 TEST(DataParallel, SgdGivesTheSameParametersAndLosses) {

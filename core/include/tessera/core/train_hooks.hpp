@@ -49,6 +49,10 @@ class TrainHooks {
                                                      double /*scale*/) {
     return std::nullopt;
   }
+  /// Just before each backward the trainer runs itself; `last` is true for the step's last
+  /// micro-batch, whose backward completes the step's gradients (data parallelism starts
+  /// reducing them during it).
+  virtual void before_backward(UNet& /*net*/, bool /*last*/) {}
   /// After backward, before the optimiser step: sum every parameter's gradient over replicas.
   virtual void on_gradients(UNet& /*net*/) {}
   /// After each step (progress, telemetry); `loss` is the global-batch loss or NaN.

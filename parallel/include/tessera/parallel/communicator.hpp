@@ -32,6 +32,19 @@ class SharedCounter {
   virtual int64_t fetch_add(int64_t n = 1) = 0;
 };
 
+/// A posted non-blocking operation (Communicator::isend / iallreduce). It holds a reference
+/// to its tensor, which must not be written (isend) or read (iallreduce) until wait() has
+/// returned. test() lets the backend progress and reports completion without blocking;
+/// wait() blocks under the same deadline as the blocking calls and throws the same errors.
+/// Destroying an unfinished operation waits for it (errors then are dropped: the caller is
+/// already failing).
+class PendingOperation {
+ public:
+  virtual ~PendingOperation() = default;
+  virtual bool test() = 0;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -60,6 +73,12 @@ class Communicator {
   /// once (a halo exchange along a line) cannot deadlock. -1 skips that side.
   virtual void sendrecv(const torch::Tensor& out, int destination, torch::Tensor& in, int source, int tag = 0) = 0;
   virtual void barrier() = 0;
+  /// Non-blocking send: returns at once, the transfer proceeds while the caller computes.
+  /// Default (backends without one): the blocking send, returned complete.
+  virtual std::unique_ptr<PendingOperation> isend(const torch::Tensor& t, int destination, int tag = 0);
+  /// Non-blocking allreduce in place, collective like allreduce (same order on every rank).
+  /// Default: the blocking allreduce, returned complete.
+  virtual std::unique_ptr<PendingOperation> iallreduce(torch::Tensor& t, ReduceOp op);
   /// Collective: ranks with the same `color` form a new group, ordered by `key`.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   /// Collective: a new SharedCounter over this group (free it collectively, on every rank).
@@ -69,6 +88,21 @@ class Communicator {
 /// Element-wise sum over `group` of several tensors of one dtype at once: packed into one
 /// flat buffer, one allreduce, unpacked in place (fewer, larger messages than one each).
 void allreduce_sum_packed(Communicator& group, const std::vector<torch::Tensor>& tensors);
+
+/// allreduce_sum_packed, non-blocking: the constructor packs the tensors into one flat buffer
+/// (the same layout, hence bit for bit the same sums) and posts its iallreduce; finish()
+/// waits and writes the sums back into the tensors. Not copyable.
+class PackedAllreduce {
+ public:
+  PackedAllreduce(Communicator& group, std::vector<torch::Tensor> tensors);
+  bool test();    ///< progresses; true once the sums have arrived (finish() then does not block)
+  void finish();  ///< waits, then unpacks; idempotent
+ private:
+  std::vector<torch::Tensor> tensors_;
+  torch::Tensor packed_;
+  std::unique_ptr<PendingOperation> pending_;
+  bool finished_ = false;
+};
 
 /// A group of one rank: every collective is the identity (point to point throws).
 std::unique_ptr<Communicator> make_self_communicator();
