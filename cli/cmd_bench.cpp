@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include <gdal.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -27,7 +28,7 @@ struct Flags {
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
   std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_sliding_window.py";
   std::string python = "/usr/bin/python3";
-  bool no_ref = false, no_small = false, no_memory = false;
+  bool no_ref = false, no_small = false, no_memory = false, no_bf16 = false;
 };
 
 std::string generator() {
@@ -56,14 +57,39 @@ std::string bench_scene(const std::string& work_dir, int64_t n) {
 namespace {
 
 ChildResult tessera_infer(const Flags& f, const std::string& input, const std::string& model, int64_t tile,
-                          int threads) {
-  const std::string out = (fs::path(f.work_dir) / "labels.tif").string();
+                          int threads, const std::string& precision = "fp32",
+                          const std::string& output = "labels.tif") {
+  const std::string out = (fs::path(f.work_dir) / output).string();
   auto r = run_child({self_executable(), "infer", "--model", model, "--init", "random", "--seed", "0", "--classes", "4",
                       "--input", input, "--output", out, "--tile", std::to_string(tile), "--threads",
-                      std::to_string(threads), "--no-progress"},
+                      std::to_string(threads), "--precision", precision, "--no-progress"},
                      true);
   if (r.exit_code != 0) throw Error("bench: tessera infer failed on " + input + " (exit " + std::to_string(r.exit_code) + ")");
   return r;
+}
+
+// Pixels whose labels equal in two single-band label rasters of one size, and their count.
+std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string& b) {
+  GDALAllRegister();
+  auto open = [](const std::string& path) {
+    GDALDatasetH d = GDALOpen(path.c_str(), GA_ReadOnly);
+    if (!d) throw Error(path + ": cannot open the label raster");
+    return d;
+  };
+  GDALDatasetH da = open(a), db = open(b);
+  const int w = GDALGetRasterXSize(da), h = GDALGetRasterYSize(da);
+  if (w != GDALGetRasterXSize(db) || h != GDALGetRasterYSize(db)) throw Error(b + ": not the size of " + a);
+  std::vector<int32_t> ra(static_cast<size_t>(w)), rb(static_cast<size_t>(w));
+  int64_t equal = 0;
+  for (int y = 0; y < h; ++y) {
+    if (GDALRasterIO(GDALGetRasterBand(da, 1), GF_Read, 0, y, w, 1, ra.data(), w, 1, GDT_Int32, 0, 0) != CE_None ||
+        GDALRasterIO(GDALGetRasterBand(db, 1), GF_Read, 0, y, w, 1, rb.data(), w, 1, GDT_Int32, 0, 0) != CE_None)
+      throw Error(a + " / " + b + ": cannot read row " + std::to_string(y));
+    for (int x = 0; x < w; ++x) equal += ra[size_t(x)] == rb[size_t(x)];
+  }
+  GDALClose(da);
+  GDALClose(db);
+  return {equal, int64_t{w} * h};
 }
 
 // GFLOP/s of a large 3×3 convolution (64 → 64 channels, 512²), best of three.
@@ -99,6 +125,18 @@ void run(const Flags& f) {
               t.seconds, px / 1e6 / t.seconds, t_gflops, t.peak_rss_mib);
   report["tessera"] = {{"seconds", t.seconds}, {"useful_gflops", t_gflops}, {"peak_rss_mib", t.peak_rss_mib},
                        {"tile", f.tile}, {"size", f.size}};
+  if (!f.no_bf16) {
+    // The same network in bfloat16 (AVX-512 BF16 here), its labels against fp32's just written.
+    const ChildResult b = tessera_infer(f, main_scene, "unet-tiny", f.tile, threads, "bf16", "labels_bf16.tif");
+    const double b_gflops = tiny_flops * px / b.seconds / 1e9;
+    const auto [equal, total] = equal_labels((fs::path(f.work_dir) / "labels.tif").string(),
+                                             (fs::path(f.work_dir) / "labels_bf16.tif").string());
+    std::printf("%-34s %9.2f %9.3f %12.2f %12.1f  labels equal to fp32: %.4f%% (%lld differ), %.2fx fp32's speed\n",
+                ("  the same, --precision bf16"), b.seconds, px / 1e6 / b.seconds, b_gflops, b.peak_rss_mib,
+                100.0 * double(equal) / double(total), (long long)(total - equal), t.seconds / b.seconds);
+    report["tessera_bf16"] = {{"seconds", b.seconds}, {"useful_gflops", b_gflops}, {"peak_rss_mib", b.peak_rss_mib},
+                              {"labels_equal", equal}, {"pixels", total}};
+  }
   if (!f.no_ref) {
     if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
     const ChildResult r = run_child({f.python, f.ref_script, main_scene, "--levels", "4", "--filters", "16", "--classes",
@@ -170,6 +208,7 @@ void register_bench(CLI::App& app) {
   cmd->add_flag("--no-ref", f.no_ref, "Skip the PyTorch reference");
   cmd->add_flag("--no-small", f.no_small, "Skip the unet-small run");
   cmd->add_flag("--no-memory", f.no_memory, "Skip the memory-vs-size runs");
+  cmd->add_flag("--no-bf16", f.no_bf16, "Skip the bfloat16 row");
   cmd->callback([] { run(f); });
 }
 

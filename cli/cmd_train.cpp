@@ -351,6 +351,9 @@ struct Hooks {
 
 Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
   const ParallelConfig& p = c.parallel;
+  if (c.train.precision != "fp32" && (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
+    throw Error("train.precision " + c.train.precision +
+                ": data parallelism only (pipeline stages and spatial blocks train in fp32)");
   Hooks out;
   if (grid.shape().spatial > 1) {
     auto h = std::make_unique<parallel::SpatialTrainHooks>(
@@ -590,6 +593,7 @@ void run_dsn(const Flags& f, RunConfig& c) {
     monitor.set_tiles_done(step * tiles);
   };
   RunWriter run_writer(t.run_dir);
+  if (t.precision != "fp32") throw Error("train.precision " + t.precision + ": model.kind dsn trains in fp32");
   const TrainReport r = train_dsn(dsn, domains, t, meta, &hooks, &run_writer);
   monitor.set_phase("done");
   monitor.sample_now();

@@ -76,6 +76,7 @@ void fields(TrainOptions& t, V& v) {
   v.field("early_stopping", t.early_stopping, "Stop after this many epochs without a better validation Dice; 0 = off");
   v.field("prefetch", t.prefetch, "Batches read ahead of the network");
   v.field("channels_last", t.channels_last, "Channels-last weights and activations during training");
+  v.field("precision", t.precision, "fp32, or bf16: mixed precision (forward under bfloat16 autocast)");
   v.field("grad_clip", t.grad_clip, "Max global L2 norm of the gradient; 0 = no clipping");
   v.field("scale_learning_rate", t.scale_learning_rate,
           "Multiply the learning rate by the replicas (default off: exact equivalence)");

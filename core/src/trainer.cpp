@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include <ATen/autocast_mode.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -256,6 +257,42 @@ void Training::plan_more() {
   }
 }
 
+// Autocast to bfloat16 for its lifetime (CPU or CUDA), the previous state restored after;
+// the cast-weight cache cleared when the outermost one ends.
+class Bf16Autocast {
+ public:
+  Bf16Autocast(bool on, bool cuda) : on_(on), cuda_(cuda) {
+    if (!on_) return;
+    was_enabled_ = cuda_ ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+    was_dtype_ = cuda_ ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
+    if (cuda_) {
+      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    } else {
+      at::autocast::set_cpu_enabled(true);
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    }
+    at::autocast::increment_nesting();
+  }
+  ~Bf16Autocast() {
+    if (!on_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    if (cuda_) {
+      at::autocast::set_enabled(was_enabled_);
+      at::autocast::set_autocast_gpu_dtype(was_dtype_);
+    } else {
+      at::autocast::set_cpu_enabled(was_enabled_);
+      at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    }
+  }
+  Bf16Autocast(const Bf16Autocast&) = delete;
+  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
+
+ private:
+  bool on_, cuda_, was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
 // Forward and backward of the next micro-batch; its global-batch loss, none when it had no
 // labelled pixel (nothing to learn).
 std::optional<double> Training::micro_batch(int64_t step, double lr, bool last) {
@@ -273,7 +310,13 @@ std::optional<double> Training::micro_batch(int64_t step, double lr, bool last) 
     loss.value = hooked->loss;
     loss.labelled = hooked->labelled;
   } else {
-    loss = global_batch_loss(net_->forward(s.input), s.target, options_.loss, hooks_);
+    torch::Tensor logits;
+    {
+      const Bf16Autocast amp(options_.precision == "bf16", s.input.is_cuda());
+      logits = net_->forward(s.input);
+    }
+    if (logits.scalar_type() != torch::kFloat32) logits = logits.to(torch::kFloat32);  // the loss in fp32
+    loss = global_batch_loss(logits, s.target, options_.loss, hooks_);
   }
   if (loss.labelled <= 0) return std::nullopt;
   if (!std::isfinite(loss.value))
@@ -398,6 +441,11 @@ TrainReport Training::finish(int64_t last_step, bool stopped_early) {
 }  // namespace
 
 void TrainOptions::validate(const UNetOptions& model) const {
+  if (precision != "fp32" && precision != "bf16")
+    throw Error("train.precision: '" + precision + "' is not fp32 or bf16");
+  if (precision == "bf16" && model.dims == 3 && !torch::cuda::is_available())
+    throw Error("train.precision bf16: 3-D models train in fp32 on the CPU (this LibTorch has no bfloat16 3-D max "
+                "pooling)");
   const int64_t a = unet_alignment(model);
   if (tile <= 0 || tile % a != 0)
     throw Error("train.tile " + std::to_string(tile) + ": must be a positive multiple of " + std::to_string(a));

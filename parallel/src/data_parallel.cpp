@@ -18,8 +18,8 @@ double now_seconds() {
 }
 
 // The parameters that take part, in the order backward finishes them (reverse definition
-// order), and their buckets: consecutive runs of one dtype of at most `fusion_bytes` (a
-// larger parameter alone). Every replica computes the same buckets.
+// order), and their buckets: consecutive runs of one dtype of at most `fusion_bytes` (the
+// first at most `first_bytes`; a larger parameter alone). Every replica computes the same buckets.
 std::vector<torch::Tensor> reduced_parameters(UNet& net) {
   std::vector<torch::Tensor> params;
   for (auto& p : net->parameters())
@@ -28,15 +28,17 @@ std::vector<torch::Tensor> reduced_parameters(UNet& net) {
   return params;
 }
 
-std::vector<std::vector<int>> make_buckets(const std::vector<torch::Tensor>& params, int64_t fusion_bytes) {
+std::vector<std::vector<int>> make_buckets(const std::vector<torch::Tensor>& params, int64_t fusion_bytes,
+                                          int64_t first_bytes) {
   std::vector<std::vector<int>> buckets;
   size_t i = 0;
   while (i < params.size()) {
     std::vector<int> bucket;
     int64_t bytes = 0;
     const auto dtype = params[i].scalar_type();
+    const int64_t bound = buckets.empty() ? std::min(first_bytes, fusion_bytes) : fusion_bytes;
     while (i < params.size() && params[i].scalar_type() == dtype &&
-           (bucket.empty() || bytes + params[i].numel() * int64_t(params[i].element_size()) <= fusion_bytes)) {
+           (bucket.empty() || bytes + params[i].numel() * int64_t(params[i].element_size()) <= bound)) {
       bytes += params[i].numel() * int64_t(params[i].element_size());
       bucket.push_back(static_cast<int>(i++));
     }
@@ -138,6 +140,7 @@ struct DataParallelHooks::Overlap {
 
 void DataParallelOptions::validate() const {
   if (fusion_bytes < 1) throw Error("fusion_bytes: must be >= 1 byte");
+  if (first_bucket_bytes < 1) throw Error("first_bucket_bytes: must be >= 1 byte");
 }
 
 DataParallelHooks::DataParallelHooks(Communicator& data, DataParallelOptions options)
@@ -163,7 +166,7 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
     Overlap& o = *overlap_;
     o.params = reduced_parameters(net);
     o.bucket_of.assign(o.params.size(), 0);
-    for (auto& ids : make_buckets(o.params, options_.fusion_bytes)) {
+    for (auto& ids : make_buckets(o.params, options_.fusion_bytes, options_.first_bucket_bytes)) {
       Overlap::Bucket b;
       b.params = ids;
       b.bytes = bucket_bytes(o.params, ids);
@@ -198,7 +201,7 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
 
 void DataParallelHooks::reduce_blocking(UNet& net) {
   const std::vector<torch::Tensor> params = reduced_parameters(net);
-  for (const auto& bucket : make_buckets(params, options_.fusion_bytes)) {
+  for (const auto& bucket : make_buckets(params, options_.fusion_bytes, options_.first_bucket_bytes)) {
     allreduce_sum_packed(data_, bucket_gradients(params, bucket));
     ++buckets_;
     bytes_ += bucket_bytes(params, bucket);

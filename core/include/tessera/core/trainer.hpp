@@ -64,6 +64,10 @@ struct TrainOptions {
   /// layout for CPU convolutions (about 2x per step with 2 ranks on 2 cores here); the
   /// arithmetic is the same up to float rounding.
   bool channels_last = true;
+  /// "fp32", or "bf16": mixed precision — the forward runs under autocast in bfloat16
+  /// (convolutions in bf16, reductions and the loss in fp32); parameters, gradients and the
+  /// optimiser stay fp32. Not bit-equal to fp32; exactness tests run fp32.
+  std::string precision = "fp32";
   int64_t checkpoint_every = 100;
   int keep_last = 1;             ///< also keep step-NNNNNN.pt for the last N checkpoints (1 = last.pt only)
   int64_t early_stopping = 0;    ///< stop after this many epochs without a better validation Dice; 0 = off

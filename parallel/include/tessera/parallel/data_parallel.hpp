@@ -3,8 +3,9 @@
 // Implements core's TrainHooks (train_hooks.hpp): parameters and buffers are broadcast from
 // replica 0 before the first step; each replica reads its slice of a global batch drawn
 // identically everywhere; loss statistics are summed; gradients are summed over the data
-// group in buckets of at most `fusion_bytes` (parameters in reverse order, the order
-// backward finishes them), one allreduce per bucket. With `overlap` (the default) the
+// group in buckets of at most `fusion_bytes` (the first at most min(first_bucket_bytes,
+// fusion_bytes); parameters in reverse order, the order backward finishes them), one
+// allreduce per bucket. With `overlap` (the default) the
 // buckets are reduced during the step's last backward: a hook after each parameter's
 // gradient accumulation marks it ready, and a bucket whose parameters are all ready is
 // packed and its non-blocking allreduce posted — strictly in bucket order, so every replica
@@ -25,10 +26,14 @@ namespace tessera::parallel {
 
 struct DataParallelOptions {
   int64_t fusion_bytes = int64_t{25} << 20;  ///< gradient bucket bound (PyTorch DDP's default)
+  /// Bound of the first bucket (the last layers' gradients, ready first): small, so that its
+  /// allreduce starts early in the backward (DDP's first_bucket_bytes_cap, 1 MiB).
+  int64_t first_bucket_bytes = int64_t{1} << 20;
   bool writes_outputs = true;                ///< set on exactly one rank (world rank 0)
   bool overlap = true;                       ///< reduce buckets during backward (false: all after it)
 
   DataParallelOptions& with_fusion_bytes(int64_t v) { fusion_bytes = v; return *this; }
+  DataParallelOptions& with_first_bucket_bytes(int64_t v) { first_bucket_bytes = v; return *this; }
   DataParallelOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
   DataParallelOptions& with_overlap(bool v) { overlap = v; return *this; }
   /// Throws tessera::Error naming the bad field.
