@@ -92,14 +92,14 @@ std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string
   return {equal, int64_t{w} * h};
 }
 
-// GFLOP/s of a large 3×3 convolution (64 → 64 channels, 512²), best of three.
+// GFLOP/s of a large 3×3 convolution (64 → 64 channels, 512²), best of ten.
 double conv_peak_gflops() {
   torch::NoGradGuard ng;
   auto x = torch::randn({1, 64, 512, 512});
   auto w = torch::randn({64, 64, 3, 3});
   torch::conv2d(x, w);
   double best = 1e30;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 10; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     torch::conv2d(x, w);
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -156,7 +156,7 @@ void run(const Flags& f) {
     report["memory_ratio"] = t.peak_rss_mib / rss;
   }
 
-  const double peak = conv_peak_gflops();
+  double peak = conv_peak_gflops();
   std::printf("\nconvolution peak (3x3, 64->64, 512^2): %.1f GFLOP/s\n", peak);
   report["conv_peak_gflops"] = peak;
   if (!f.no_small) {
@@ -164,6 +164,12 @@ void run(const Flags& f) {
     const std::string s = scene(f, f.small_size);
     const ChildResult r = tessera_infer(f, s, "unet-small", f.small_tile, threads);
     const double g = unet_flops_per_output_pixel(small) * double(f.small_size) * double(f.small_size) / r.seconds / 1e9;
+    // The peak again after the run: this machine's speed drifts (shared host), and the
+    // fraction is taken of the better of the two measurements (the conservative figure).
+    const double after = conv_peak_gflops();
+    std::printf("convolution peak again after unet-small: %.1f GFLOP/s\n", after);
+    peak = std::max(peak, after);
+    report["conv_peak_gflops"] = peak;
     std::printf("unet-small on %lld^2, --tile %lld: %.1f s, %.1f useful GFLOP/s = %.0f%% of the convolution peak\n",
                 (long long)f.small_size, (long long)f.small_tile, r.seconds, g, 100.0 * g / peak);
     report["unet_small"] = {{"seconds", r.seconds}, {"useful_gflops", g}, {"fraction_of_peak", g / peak},
