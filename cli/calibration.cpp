@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+
+#include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
@@ -54,6 +57,26 @@ ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path
     throw Error(path.string() + ": models." + preset + ": " + e.what());
   }
   return c;
+}
+
+CalibratedCluster load_calibrated_cluster(const std::string& cluster_path, const ModelCalibration& cal,
+                                          const std::string& preset, const fs::path& calibration) {
+  CalibratedCluster out{parallel::load_cluster(cluster_path), {}};
+  parallel::DeviceModel& d = out.cluster.device;
+  if (!d.fp32_from_calibration) return out;
+  out.times = cal.time;
+  if (!cal.time.empty())
+    std::cerr << fmt::format("layer times: measured by tessera plan --calibrate ({})\n", calibration.string());
+  if (cal.device_flops) {
+    d.fp32_flops = *cal.device_flops;
+    std::cerr << fmt::format("device throughput: {:.1f} GFLOP/s calibrated ({})\n", *cal.device_flops / 1e9,
+                             calibration.string());
+  } else {
+    std::cerr << fmt::format("device throughput: {:.1f} GFLOP/s (no calibration of {} in {}; run tessera plan "
+                             "--calibrate --model {})\n",
+                             d.fp32_flops / 1e9, preset, calibration.string(), preset);
+  }
+  return out;
 }
 
 }  // namespace tessera::cli

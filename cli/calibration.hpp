@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/unet_spec.hpp"
+#include "tessera/parallel/cluster.hpp"
 #include "tessera/parallel/planner.hpp"
 
 namespace tessera::cli {
@@ -40,5 +41,15 @@ struct ModelCalibration {
 /// other_options says so). Throws tessera::Error naming `path` when an entry is malformed.
 ModelCalibration model_calibration(const nlohmann::json& j, const std::filesystem::path& path, const std::string& preset,
                                    const UNetOptions& options);
+
+/// A cluster description for the simulator with this machine's measurements filled in: when
+/// its device's throughput is "calibrated", `cal`'s FLOP/s (else the file's fallback, said on
+/// stderr) and `cal`'s measured layer times (empty when none: the device model is used).
+struct CalibratedCluster {
+  parallel::ClusterModel cluster;
+  parallel::LayerTimeCalibration times;
+};
+CalibratedCluster load_calibrated_cluster(const std::string& cluster_path, const ModelCalibration& cal,
+                                          const std::string& preset, const std::filesystem::path& calibration);
 
 }  // namespace tessera::cli

@@ -32,6 +32,7 @@
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/memory_calibration.hpp"
 #include "tessera/parallel/planner.hpp"
+#include "tessera/parallel/simulator.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -47,6 +48,7 @@ struct Flags {
   std::string schedule = "1f1b", checkpoint = "auto";
   std::optional<double> throughput_gflops;
   std::string calibration;
+  std::string simulate;  // a cluster description: the chosen layout simulated on it
   std::optional<int64_t> calibration_tile;  // default 128 (2-D), 32 (3-D)
   std::optional<int64_t> tile;              // the inset every step must see whole
   bool no_spatial = false;
@@ -168,6 +170,42 @@ std::string axes(const Index& v) {
   return s;
 }
 
+// `--simulate CLUSTER`: the chosen layout (tile, dp × pp × sp, M, schedule) run through the
+// discrete-event simulator on that cluster (measured layer times when its device is
+// "calibrated" and the calibration has them), beside the planner's closed-form estimate.
+nlohmann::json simulate_layout(const Flags& f, const UNetOptions& o, const parallel::Layout& L, bool training,
+                               const ModelCalibration& cal, const fs::path& cal_path) {
+  CalibratedCluster cc = load_calibrated_cluster(f.simulate, cal, f.model.preset, cal_path);
+  const parallel::ClusterModel& c = cc.cluster;
+  LayerSequence seq = parallel::simulated_layer_sequence(o, L.tile_input_side);
+  std::vector<double> measured = cc.times.empty() ? std::vector<double>{} : cc.times.seconds(seq);
+  const auto so = parallel::SimulationOptions(std::move(seq))
+                      .with_tiles(L.tiles)
+                      .with_data_parallel(L.data_parallel)
+                      .with_pipeline_stages(L.stages)
+                      .with_spatial(L.spatial)
+                      .with_micro_batches(L.micro_batches)
+                      .with_schedule(L.schedule)
+                      .with_training(training)
+                      .with_layer_train_seconds(std::move(measured));
+  parallel::SimulationResult r;
+  try {
+    r = parallel::simulate(so, c);
+  } catch (const Error& e) {  // e.g. a layout with more devices than the cluster has
+    throw Error("--simulate " + f.simulate + ": " + e.what());
+  }
+  const auto& b = r.breakdown;
+  return {{"cluster", c.name},
+          {"file", f.simulate},
+          {"step_seconds", r.step_seconds},
+          {"pass_seconds", r.pass_seconds},
+          {"breakdown",
+           {{"compute", b.compute}, {"bubble", b.bubble}, {"halo", b.halo}, {"allreduce", b.allreduce}, {"io", b.io}}},
+          {"device_peak_bytes", r.device_peak_bytes},
+          {"fits_memory", r.fits_memory},
+          {"activation_checkpoint_modelled", L.checkpoint == parallel::ActivationCheckpoint::kNever}};
+}
+
 void run_plan(const Flags& f) {
   if (f.image.empty()) throw Error("plan: --image is required (W×H or W×H×D)");
   if (f.train && f.infer) throw Error("plan: give one of --train, --infer");
@@ -208,6 +246,7 @@ void run_plan(const Flags& f) {
   if (!f.throughput_gflops) po.with_time_calibration(cal.time);
   const parallel::Layout L = parallel::plan(po);
   const double gib = double(int64_t{1} << 30);
+  const nlohmann::json sim = f.simulate.empty() ? nlohmann::json() : simulate_layout(f, o, L, po.training, cal, path);
   if (f.json) {
     std::vector<double> stage_gib;
     for (auto b : L.stage_memory_bytes) stage_gib.push_back(double(b) / gib);
@@ -254,6 +293,7 @@ void run_plan(const Flags& f) {
                        {"device_flops", L.device_flops},
                        {"source", time_source}}},
                      {"reasons", L.reasons}};
+    if (!sim.is_null()) j["simulation"] = sim;
     std::cout << j.dump(2) << '\n';
     return;
   }
@@ -278,6 +318,16 @@ void run_plan(const Flags& f) {
   for (int s = 0; s < L.stages; ++s)
     std::printf("  %5d  %-18s %6d  %10.3f  %7.3g\n", s, L.stage_first_layer[s].c_str(), L.balance[s],
                 double(L.stage_memory_bytes[s]) / gib, L.stage_seconds[s]);
+  if (!sim.is_null()) {
+    const auto& b = sim["breakdown"];
+    std::printf("simulated on %s (%s): step %.3g s, pass %.3g s = compute %.3g + bubble %.3g + halo %.3g + allreduce "
+                "%.3g + io %.3g%s\n",
+                sim["cluster"].get<std::string>().c_str(), f.simulate.c_str(), sim["step_seconds"].get<double>(),
+                sim["pass_seconds"].get<double>(), b["compute"].get<double>(), b["bubble"].get<double>(),
+                b["halo"].get<double>(), b["allreduce"].get<double>(), b["io"].get<double>(),
+                sim["activation_checkpoint_modelled"].get<bool>() ? ""
+                                                                   : " (activation checkpointing not simulated)");
+  }
   std::printf("why:\n");
   for (const auto& r : L.reasons) std::printf("  - %s\n", r.c_str());
 }
@@ -302,6 +352,8 @@ void register_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--throughput", f.throughput_gflops, "Sustained GFLOP/s per device (overrides calibration)");
   cmd->add_option("--calibration", f.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");
+  cmd->add_option("--simulate", f.simulate,
+                  "Also simulate the chosen layout on this cluster description (clusters/*.yaml) and print it beside the plan");
   cmd->add_flag("--calibrate", f.calibrate, "Measure this machine's forward + backward speed and per-layer memory for --model and store them");
   cmd->add_option("--calibration-tile", f.calibration_tile, "Inset of the tile --calibrate measures (default 128, 3-D 32)");
   cmd->add_option("--threads", f.threads, "Intra-op threads for --calibrate")->capture_default_str();

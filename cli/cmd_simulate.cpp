@@ -57,36 +57,16 @@ std::vector<int64_t> parse_extent(const std::string& text) {
   return e;
 }
 
-// The cluster, and for a "calibrated" device the model's measured layer times (empty when
-// the calibration has none: then the calibrated FLOP/s, else the fallback, drive the model).
-struct ResolvedCluster {
-  parallel::ClusterModel cluster;
-  parallel::LayerTimeCalibration times;
-};
-
-ResolvedCluster resolve_cluster(const Flags& f, const UNetOptions& model) {
-  ResolvedCluster out{parallel::load_cluster(f.cluster), {}};
+CalibratedCluster resolve_cluster(const Flags& f, const UNetOptions& model) {
+  const auto path = calibration_path(f.calibration);
+  CalibratedCluster out =
+      load_calibrated_cluster(f.cluster, model_calibration(read_calibration(path), path, f.model.preset, model),
+                              f.model.preset, path);
   parallel::ClusterModel& c = out.cluster;
   if (f.nodes) {
     if (*f.nodes < 1 || *f.nodes > c.nodes)
       throw Error(fmt::format("--nodes must be in 1..{} ({}), got {}", c.nodes, f.cluster, *f.nodes));
     c.nodes = *f.nodes;
-  }
-  if (c.device.fp32_from_calibration) {
-    const auto path = calibration_path(f.calibration);
-    const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset, model);
-    out.times = cal.time;
-    if (!cal.time.empty())
-      std::cerr << fmt::format("layer times: measured by tessera plan --calibrate ({})\n", path.string());
-    if (cal.device_flops) {
-      c.device.fp32_flops = *cal.device_flops;
-      std::cerr << fmt::format("device throughput: {:.1f} GFLOP/s calibrated ({})\n", *cal.device_flops / 1e9,
-                               path.string());
-    } else {
-      std::cerr << fmt::format("device throughput: {:.1f} GFLOP/s (no calibration of {} in {}; run tessera plan "
-                               "--calibrate --model {})\n",
-                               c.device.fp32_flops / 1e9, f.model.preset, path.string(), f.model.preset);
-    }
   }
   return out;
 }
@@ -198,7 +178,7 @@ void run(const Flags& f) {
   UNetOptions model = model_preset(f.model.preset);
   f.model.overrides.apply(model);
   if (model.name.rfind("s0-", 0) != 0) model = f.model.resolve();
-  const ResolvedCluster rc = resolve_cluster(f, model);
+  const CalibratedCluster rc = resolve_cluster(f, model);
   const parallel::ClusterModel& c = rc.cluster;
   if (f.seed_tables) return print_seed_tables(f, model, c, rc.times);
   const parallel::SimulationOptions o = options_for(f, model, f.tile, rc.times);

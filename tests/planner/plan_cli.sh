@@ -8,6 +8,7 @@
 # Usage: plan_cli.sh TESSERA MPIEXEC
 set -uo pipefail
 T="$1"; MPIEXEC="$2"
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 W="$(mktemp -d /tmp/tessera-plan.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
 fail() { echo "FAIL $*"; exit 1; }
@@ -36,6 +37,29 @@ assert "calibrated layer extras" in j["memory"]["source"], j["memory"]["source"]
 assert "measured layer times" in j["time"]["source"], j["time"]["source"]
 assert len(j["pipeline"]["balance"]) == j["pipeline"]["stages"]
 ' "$W/plan.json" || fail "plan does not use the calibration"
+
+# --simulate: the chosen layout through the simulator on this machine's description, with the
+# calibration's layer times; its step is the simulated schedule of that layout (dp replicas
+# of the planned tile), and a layout the cluster cannot hold is refused naming the file.
+"$T" plan --model unet-tiny --image 3000x3000 --devices 2 --device-memory 4 --train --json --calibration "$cal" \
+  --simulate "$SRC/clusters/this-machine.yaml" > "$W/sim.json" 2> "$W/sim.err" || fail "plan --simulate: $(cat "$W/sim.err")"
+grep -q "layer times: measured" "$W/sim.err" || fail "plan --simulate did not use the measured layer times: $(cat "$W/sim.err")"
+/usr/bin/python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+s = j["simulation"]
+assert s["cluster"] == "this-machine", s
+b = s["breakdown"]
+assert s["step_seconds"] > 0 and abs(sum(b.values()) - s["pass_seconds"]) <= 1e-9 * s["pass_seconds"], s
+assert len(s["device_peak_bytes"]) == j["pipeline"]["stages"], s
+# One replica computes its tiles one after another: compute is at least the planner s one-tile time.
+assert b["compute"] >= 0.5 * j["time"]["stage_seconds"][0], (b, j["time"])
+' "$W/sim.json" || fail "plan --simulate JSON: $(head -c 600 "$W/sim.json")"
+if "$T" plan --model unet-tiny --image 3000x3000 --devices 64 --calibration "$cal" \
+     --simulate "$SRC/clusters/this-machine.yaml" > /dev/null 2> "$W/sim64.err"; then
+  fail "plan --simulate accepted 64 devices on a 2-device description"
+fi
+grep -q "simulate .*this-machine.yaml.*exceed" "$W/sim64.err" || fail "plan --simulate refusal: $(cat "$W/sim64.err")"
 
 # A calibration measured on other options (here the preset's 16 base filters) is not used for 8.
 if "$T" plan --model unet-tiny --filters 8 --image 3000x3000 --calibration "$cal" > "$W/other.log" 2>&1; then
