@@ -1,8 +1,11 @@
 // The NCCL backend: collectives on CUDA tensors, one communicator per group, its unique id
 // broadcast over the bootstrap group (MPI). Built only when CMake finds CUDA and NCCL.
-// Each call is enqueued on this communicator's stream and waited for with a deadline
+// Each call is enqueued on this communicator's stream, after the work already on the default
+// stream (where LibTorch produced the tensors), and waited for with a deadline
 // (cudaStreamQuery + ncclCommGetAsyncError); past it the communicator is aborted and the
-// call throws, so a dead peer ends the job instead of hanging it.
+// call throws, so a dead peer ends the job instead of hanging it. isend / iallreduce return at
+// once with an event recorded after the operation (PendingOperation: test polls the event,
+// wait applies the same deadline).
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -67,11 +70,13 @@ class NcclCommunicator final : public Communicator {
 
   void broadcast(torch::Tensor& t, int root) override {
     check(t, "broadcast");
+    after_default_stream();
     nccl(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t), root, comm_, stream_), "ncclBroadcast");
     wait("broadcast");
   }
   void allreduce(torch::Tensor& t, ReduceOp op) override {
     check(t, "allreduce");
+    after_default_stream();
     nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t), nccl_op(op), comm_, stream_),
          "ncclAllReduce");
     wait("allreduce");
@@ -81,6 +86,7 @@ class NcclCommunicator final : public Communicator {
     std::vector<int64_t> shape{size_};
     for (int64_t s : t.sizes()) shape.push_back(s);
     torch::Tensor out = torch::empty(shape, t.options());
+    after_default_stream();
     nccl(ncclAllGather(t.data_ptr(), out.data_ptr(), t.numel(), nccl_type(t), comm_, stream_), "ncclAllGather");
     wait("allgather");
     return out;
@@ -90,6 +96,7 @@ class NcclCommunicator final : public Communicator {
     if (t.dim() == 0 || t.size(0) % size_ != 0)
       throw Error(where("reduce_scatter") + "dim 0 is not a multiple of the group size");
     torch::Tensor out = torch::empty_like(t.narrow(0, 0, t.size(0) / size_));
+    after_default_stream();
     nccl(ncclReduceScatter(t.data_ptr(), out.data_ptr(), out.numel(), nccl_type(t), nccl_op(op), comm_, stream_),
          "ncclReduceScatter");
     wait("reduce_scatter");
@@ -97,16 +104,19 @@ class NcclCommunicator final : public Communicator {
   }
   void send(const torch::Tensor& t, int destination, int) override {
     check(t, "send");
+    after_default_stream();
     nccl(ncclSend(t.data_ptr(), t.numel(), nccl_type(t), destination, comm_, stream_), "ncclSend");
     wait("send");
   }
   void recv(torch::Tensor& t, int source, int) override {
     check(t, "recv");
+    after_default_stream();
     nccl(ncclRecv(t.data_ptr(), t.numel(), nccl_type(t), source, comm_, stream_), "ncclRecv");
     wait("recv");
   }
   void sendrecv(const torch::Tensor& out, int destination, torch::Tensor& in, int source, int) override {
     // One NCCL group: the send and the receive progress together (no deadlock between neighbours).
+    after_default_stream();
     nccl(ncclGroupStart(), "ncclGroupStart");
     if (destination >= 0) {
       check(out, "send");
@@ -118,6 +128,19 @@ class NcclCommunicator final : public Communicator {
     }
     nccl(ncclGroupEnd(), "ncclGroupEnd");
     wait("sendrecv");
+  }
+  std::unique_ptr<PendingOperation> isend(const torch::Tensor& t, int destination, int) override {
+    check(t, "send");
+    after_default_stream();
+    nccl(ncclSend(t.data_ptr(), t.numel(), nccl_type(t), destination, comm_, stream_), "ncclSend");
+    return std::make_unique<Pending>(*this, t, "send");
+  }
+  std::unique_ptr<PendingOperation> iallreduce(torch::Tensor& t, ReduceOp op) override {
+    check(t, "allreduce");
+    after_default_stream();
+    nccl(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t), nccl_op(op), comm_, stream_),
+         "ncclAllReduce");
+    return std::make_unique<Pending>(*this, t, "allreduce");
   }
   void barrier() override {
     torch::Tensor one = torch::ones({1}, torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, device_));
@@ -141,18 +164,22 @@ class NcclCommunicator final : public Communicator {
   void cuda(cudaError_t r, const char* what) const {
     if (r != cudaSuccess) throw Error(where(what) + cudaGetErrorString(r));
   }
-  void wait(const char* op) {
+  void wait(const char* op) { wait_until([this] { return cudaStreamQuery(stream_); }, op); }
+  // Polls `query` (a stream's or an event's) until cudaSuccess; an asynchronous NCCL error or
+  // the deadline aborts the communicator and throws.
+  template <class Query>
+  void wait_until(Query query, const std::string& op) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_);
     for (;;) {
-      const cudaError_t q = cudaStreamQuery(stream_);
+      const cudaError_t q = query();
       if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) cuda(q, op);
+      if (q != cudaErrorNotReady) cuda(q, op.c_str());
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess && async != ncclInProgress) {
-        ncclCommAbort(comm_);
+      if (comm_) ncclCommGetAsyncError(comm_, &async);
+      if (!comm_ || (async != ncclSuccess && async != ncclInProgress)) {
+        if (comm_) ncclCommAbort(comm_);
         comm_ = nullptr;
-        throw Error(where(op) + ncclGetErrorString(async));
+        throw Error(where(op) + (async != ncclSuccess ? ncclGetErrorString(async) : "communicator aborted"));
       }
       if (std::chrono::steady_clock::now() > deadline) {
         ncclCommAbort(comm_);
@@ -162,6 +189,52 @@ class NcclCommunicator final : public Communicator {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
+  // This communicator's stream waits for the work queued so far on the default stream, where
+  // LibTorch computed the tensors it is about to move (the stream is non-blocking, so without
+  // this an operation could read a gradient before its kernel finished).
+  void after_default_stream() {
+    cudaEvent_t ready;
+    cuda(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreate");
+    cuda(cudaEventRecord(ready, cudaStreamLegacy), "cudaEventRecord");
+    cuda(cudaStreamWaitEvent(stream_, ready, 0), "cudaStreamWaitEvent");
+    cudaEventDestroy(ready);  // released once the wait has been satisfied
+  }
+
+  // An operation enqueued on the stream: an event after it says when it is done; the tensor
+  // is held until then.
+  class Pending final : public PendingOperation {
+   public:
+    Pending(NcclCommunicator& c, torch::Tensor t, std::string op) : c_(c), tensor_(std::move(t)), op_(std::move(op)) {
+      c_.cuda(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "cudaEventCreate");
+      c_.cuda(cudaEventRecord(done_, c_.stream_), "cudaEventRecord");
+    }
+    ~Pending() override {
+      try {
+        wait();
+      } catch (const std::exception&) {  // the caller is already failing
+      }
+    }
+    bool test() override {
+      if (!done_) return true;
+      const cudaError_t q = cudaEventQuery(done_);
+      if (q == cudaErrorNotReady) return false;
+      wait();  // done, or an error wait() reports
+      return true;
+    }
+    void wait() override {
+      if (!done_) return;
+      cudaEvent_t e = done_;
+      done_ = nullptr;
+      c_.wait_until([e] { return cudaEventQuery(e); }, op_);
+      cudaEventDestroy(e);
+    }
+
+   private:
+    NcclCommunicator& c_;
+    torch::Tensor tensor_;
+    std::string op_;
+    cudaEvent_t done_ = nullptr;
+  };
 
   Communicator& bootstrap_;
   int device_;
@@ -188,6 +261,8 @@ struct NcclCommunicator::OwningNccl final : Communicator {
     nccl_.sendrecv(out, d, in, s, tag);
   }
   void barrier() override { nccl_.barrier(); }
+  std::unique_ptr<PendingOperation> isend(const torch::Tensor& t, int d, int tag) override { return nccl_.isend(t, d, tag); }
+  std::unique_ptr<PendingOperation> iallreduce(torch::Tensor& t, ReduceOp op) override { return nccl_.iallreduce(t, op); }
   std::unique_ptr<Communicator> split(int color, int key) override { return nccl_.split(color, key); }
   std::unique_ptr<SharedCounter> make_counter() override { return nccl_.make_counter(); }
 
