@@ -526,6 +526,8 @@ void run_dsn(const Flags& f, RunConfig& c) {
   if (c.parallel.pp > 1 || c.parallel.sp > 1 || !c.parallel.sp_mesh.empty())
     throw Error(f.config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
                 "supported with it");
+  if (t.precision != "fp32")
+    throw Error(f.config + ": train.precision " + t.precision + ": model.kind dsn trains in fp32");
   if (!f.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
   if (!c.model.options.is_builtin())
     throw Error(f.config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
@@ -593,7 +595,6 @@ void run_dsn(const Flags& f, RunConfig& c) {
     monitor.set_tiles_done(step * tiles);
   };
   RunWriter run_writer(t.run_dir);
-  if (t.precision != "fp32") throw Error("train.precision " + t.precision + ": model.kind dsn trains in fp32");
   const TrainReport r = train_dsn(dsn, domains, t, meta, &hooks, &run_writer);
   monitor.set_phase("done");
   monitor.sample_now();

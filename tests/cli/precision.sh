@@ -5,7 +5,8 @@
 #     probability difference, and at most 0.5 % of the pixels differ;
 #   - the probabilities agree within bfloat16's resolution (max |Δp| <= 0.05);
 #   - the output keeps the input's georeferencing;
-#   - bf16 on a volume, where this LibTorch has no bfloat16 3-D pooling on the CPU, is one line.
+#   - bf16 on a volume, where this LibTorch has no bfloat16 3-D pooling on the CPU, is one line;
+#   - train.precision bf16 trains (recorded in the run's config.yaml); for a volume, one line.
 # Usage: precision.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
 T="$1"; GEN="$2"
@@ -63,4 +64,21 @@ fi
 [ "$(grep -vc '^$' vol.log)" -eq 1 ] || fail "bf16 volume refusal not one line: $(cat vol.log)"
 grep -q "no bfloat16 3-D max pooling" vol.log || fail "bf16 volume refusal: $(cat vol.log)"
 [ ! -e ct.nii.gz ] || fail "a refused run left ct.nii.gz"
+# train.precision bf16 (mixed precision) through the command: the resolved config says so and
+# the run trains; --pp / a 3-D model are refused in one line naming the key.
+sed 's/steps: 40/steps: 10/; s/validate: false}/validate: false, precision: bf16}/; s/^run_dir: run$/run_dir: run16/' \
+  train.yaml > train16.yaml
+"$T" train --config train16.yaml --threads 2 --no-progress > train16.log 2>&1 || fail "train bf16: $(tail -3 train16.log)"
+grep -q "precision: bf16" run16/config.yaml || fail "run16/config.yaml does not record precision bf16"
+cat > train3d.yaml <<YAML
+run_dir: run3d
+model: {preset: unet3d-tiny, classes: 3}
+data:
+  pairs: [{image: s/ct.nii.gz, labels: s/ct_labels.nii.gz}]
+train: {tile: 8, batch: 1, steps: 2, precision: bf16}
+YAML
+if "$T" train --config train3d.yaml --no-progress > t3d.log 2>&1; then fail "bf16 training of a volume accepted on the CPU"; fi
+# (the resampling note printed before it is progress, not part of the error)
+[ "$(grep -c 'error:' t3d.log)" -eq 1 ] || fail "3-D bf16 refusal not one error line: $(cat t3d.log)"
+grep 'error:' t3d.log | grep -q "train.precision bf16: 3-D" || fail "3-D bf16 refusal: $(cat t3d.log)"
 echo "precision: all checks passed"
