@@ -4,7 +4,9 @@
 #  - `plan` reports that it uses it; a broken calibration file is a one-line error naming it,
 #    and a calibration measured on other model options is not used;
 #  - `bench pipeline --memory-cap` finds, for 1 rank / naive / memory-aware, a side whose
-#    measured peak is within the cap while the next side it measured is over it.
+#    measured peak is within the cap while the next side it measured is over it;
+#  - `plan --simulate` adds the simulator's step for the chosen layout; `bench simulate` reads
+#    its calibration, bench pipeline's report and train's metrics into one table.
 # Usage: plan_cli.sh TESSERA MPIEXEC
 set -uo pipefail
 T="$1"; MPIEXEC="$2"
@@ -60,6 +62,24 @@ if "$T" plan --model unet-tiny --image 3000x3000 --devices 64 --calibration "$ca
   fail "plan --simulate accepted 64 devices on a 2-device description"
 fi
 grep -q "simulate .*this-machine.yaml.*exceed" "$W/sim64.err" || fail "plan --simulate refusal: $(cat "$W/sim64.err")"
+
+# `bench simulate`, the seam between three writers and one reader: its own calibration, bench
+# pipeline's JSON report and train's metrics.jsonl feed the simulator. One M, one training
+# run of few steps: every row has a measured and a simulated step (no bound asserted here:
+# the 25 % figure is the benchmark's, README).
+"$T" bench simulate --micro 2 --pipeline-steps 1 --train-steps 4 --repeats 1 --work-dir "$W/bench-sim" \
+  --cluster "$SRC/clusters/this-machine.yaml" > "$W/bsim.log" 2>&1 || fail "bench simulate: $(tail -3 "$W/bsim.log")"
+/usr/bin/python3 - "$W/bsim.log" <<'PY' || fail "bench simulate report: $(tail -14 "$W/bsim.log")"
+import json, sys
+line = [l for l in open(sys.argv[1]) if l.startswith('{"all_within"')][-1]
+r = json.loads(line)
+names = [x["layout"] for x in r["rows"]]
+assert names == ["pipeline gpipe M=2", "pipeline 1f1b M=2", "train data parallel"], names
+for x in r["rows"]:
+    assert x["measured_s"] > 0 and x["simulated_s"] > 0, x
+    assert abs(x["error"] - (x["simulated_s"] - x["measured_s"]) / x["measured_s"]) < 1e-9, x
+assert r["input_side"] == 140 and r["ranks"] == 2, r
+PY
 
 # A calibration measured on other options (here the preset's 16 base filters) is not used for 8.
 if "$T" plan --model unet-tiny --filters 8 --image 3000x3000 --calibration "$cal" > "$W/other.log" 2>&1; then
