@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 
-#include <gdal.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
@@ -15,6 +14,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet_spec.hpp"
+#include "tessera/io/open_image.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -69,28 +69,18 @@ ChildResult tessera_infer(const Flags& f, const std::string& input, const std::s
   return r;
 }
 
-// Pixels whose labels equal in two single-band label rasters of one size, and their count.
+// Pixels whose labels equal in two single-band label rasters of one size, and their count
+// (read through io::open_image, as tessera eval reads them; the bench's scenes are a few
+// tens of MiB as labels).
 std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string& b) {
-  GDALAllRegister();
-  auto open = [](const std::string& path) {
-    GDALDatasetH d = GDALOpen(path.c_str(), GA_ReadOnly);
-    if (!d) throw Error(path + ": cannot open the label raster");
-    return d;
-  };
-  GDALDatasetH da = open(a), db = open(b);
-  const int w = GDALGetRasterXSize(da), h = GDALGetRasterYSize(da);
-  if (w != GDALGetRasterXSize(db) || h != GDALGetRasterYSize(db)) throw Error(b + ": not the size of " + a);
-  std::vector<int32_t> ra(static_cast<size_t>(w)), rb(static_cast<size_t>(w));
+  const auto ia = io::open_image(a), ib = io::open_image(b);
+  const Index& extent = ia->info().extent;
+  if (ib->info().extent != extent) throw Error(b + ": not the size of " + a);
+  const Box whole{Index(extent.size(), 0), extent};
+  const Block<float> la = ia->read(whole), lb = ib->read(whole);
   int64_t equal = 0;
-  for (int y = 0; y < h; ++y) {
-    if (GDALRasterIO(GDALGetRasterBand(da, 1), GF_Read, 0, y, w, 1, ra.data(), w, 1, GDT_Int32, 0, 0) != CE_None ||
-        GDALRasterIO(GDALGetRasterBand(db, 1), GF_Read, 0, y, w, 1, rb.data(), w, 1, GDT_Int32, 0, 0) != CE_None)
-      throw Error(a + " / " + b + ": cannot read row " + std::to_string(y));
-    for (int x = 0; x < w; ++x) equal += ra[size_t(x)] == rb[size_t(x)];
-  }
-  GDALClose(da);
-  GDALClose(db);
-  return {equal, int64_t{w} * h};
+  for (size_t i = 0; i < la.data.size(); ++i) equal += la.data[i] == lb.data[i];
+  return {equal, static_cast<int64_t>(la.data.size())};
 }
 
 // GFLOP/s of a large 3×3 convolution (64 → 64 channels, 512²), best of ten, in the faster of

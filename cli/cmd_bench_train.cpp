@@ -28,8 +28,6 @@ struct Flags {
   bool no_ref = false, no_bf16 = false;
 };
 
-double median(const std::vector<double>& v) { return median_of(v); }
-
 // One `tessera train` run under mpirun: its median seconds per step, and rank 0's gradient
 // communication line ("data parallel: … communication 2.1 ms per step, 84% of it during the
 // backward, …"; empty with one rank).
@@ -110,26 +108,26 @@ void run(const Flags& f) {
     if (!run.communication.empty()) std::printf("    tessera gradients: %s\n", run.communication.c_str());
     std::fflush(stdout);
   }
-  const double t_best = *std::min_element(ours.begin(), ours.end()), t_med = median(ours);
+  const double t_best = *std::min_element(ours.begin(), ours.end()), t_med = median_of(ours);
   std::printf("%-40s %12s %12s %12s\n", "", "best s/step", "tiles/s", "median s/step");
   std::printf("%-40s %12.4f %12.2f %12.4f\n", "tessera train (data parallel, MPI)", t_best, f.global_batch / t_best, t_med);
   nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch}, {"repeats", f.repeats},
                         {"tessera", {{"step_s", t_best}, {"median_step_s", t_med}, {"tiles_per_s", f.global_batch / t_best},
                                      {"runs", ours}, {"communication", communication}}}};
   if (!f.no_bf16) {
-    const double b_best = *std::min_element(ours_bf16.begin(), ours_bf16.end()), b_med = median(ours_bf16);
+    const double b_best = *std::min_element(ours_bf16.begin(), ours_bf16.end()), b_med = median_of(ours_bf16);
     std::printf("%-40s %12.4f %12.2f %12.4f\n", "tessera train, precision bf16 (mixed)", b_best,
                 f.global_batch / b_best, b_med);
     report["tessera_bf16"] = {{"step_s", b_best}, {"median_step_s", b_med}, {"tiles_per_s", f.global_batch / b_best},
                               {"runs", ours_bf16}};
   }
   if (!f.no_ref) {
-    const double r_best = *std::min_element(theirs.begin(), theirs.end()), r_med = median(theirs);
+    const double r_best = *std::min_element(theirs.begin(), theirs.end()), r_med = median_of(theirs);
     std::printf("%-40s %12.4f %12.2f %12.4f\n", "PyTorch DDP (gloo), ref_ddp.py", r_best, f.global_batch / r_best, r_med);
     std::printf("tessera / DDP: %.2fx tiles/s (median runs), %.2fx (best runs), both fp32\n", r_med / t_med,
                 r_best / t_best);
     if (!f.no_bf16) {
-      const double b_med = median(ours_bf16);
+      const double b_med = median_of(ours_bf16);
       std::printf("tessera bf16 (mixed precision) / DDP fp32: %.2fx tiles/s (median runs)\n", r_med / b_med);
       report["speedup_bf16"] = r_med / b_med;
     }

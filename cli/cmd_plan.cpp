@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 
 #include "calibration.hpp"
+#include "layout_cli.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
@@ -54,30 +55,6 @@ struct Flags {
   bool no_spatial = false;
   int threads = 2;
 };
-
-// "W×H" or "W×H×D" ('x' or '×') → extent in axis order (y, x) or (z, y, x).
-Index parse_image(const std::string& text) {
-  std::string s = text;
-  for (size_t p; (p = s.find("×")) != std::string::npos;) s.replace(p, std::string("×").size(), "x");
-  Index wh;
-  size_t start = 0;
-  while (true) {
-    const size_t x = s.find('x', start);
-    const std::string part = s.substr(start, x == std::string::npos ? std::string::npos : x - start);
-    try {
-      size_t used = 0;
-      const long long v = std::stoll(part, &used);
-      if (used != part.size() || v < 1) throw std::invalid_argument(part);
-      wh.push_back(v);
-    } catch (const std::exception&) {
-      throw Error("--image: '" + text + "' is not W×H or W×H×D with positive integers");
-    }
-    if (x == std::string::npos) break;
-    start = x + 1;
-  }
-  if (wh.size() != 2 && wh.size() != 3) throw Error("--image: '" + text + "' must have 2 or 3 extents");
-  return Index(wh.rbegin(), wh.rend());
-}
 
 int64_t aligned_inset(const UNetOptions& o, int64_t tile) {
   const int64_t a = unet_alignment(o);
@@ -194,16 +171,11 @@ nlohmann::json simulate_layout(const Flags& f, const UNetOptions& o, const paral
   } catch (const Error& e) {  // e.g. a layout with more devices than the cluster has
     throw Error("--simulate " + f.simulate + ": " + e.what());
   }
-  const auto& b = r.breakdown;
-  return {{"cluster", c.name},
-          {"file", f.simulate},
-          {"step_seconds", r.step_seconds},
-          {"pass_seconds", r.pass_seconds},
-          {"breakdown",
-           {{"compute", b.compute}, {"bubble", b.bubble}, {"halo", b.halo}, {"allreduce", b.allreduce}, {"io", b.io}}},
-          {"device_peak_bytes", r.device_peak_bytes},
-          {"fits_memory", r.fits_memory},
-          {"activation_checkpoint_modelled", L.checkpoint == parallel::ActivationCheckpoint::kNever}};
+  nlohmann::json j = simulation_json(r, so);
+  j["cluster"] = c.name;
+  j["file"] = f.simulate;
+  j["activation_checkpoint_modelled"] = L.checkpoint == parallel::ActivationCheckpoint::kNever;
+  return j;
 }
 
 void run_plan(const Flags& f) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibration.hpp"
+#include "layout_cli.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
@@ -39,24 +40,6 @@ struct Flags {
   std::string gantt, calibration;
 };
 
-std::vector<int64_t> parse_extent(const std::string& text) {
-  std::vector<int64_t> e;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t x = text.find('x', pos);
-    const std::string part = text.substr(pos, x == std::string::npos ? std::string::npos : x - pos);
-    try {
-      e.push_back(std::stoll(part));
-    } catch (const std::exception&) {
-      throw Error("--image must be WxH or WxHxD, got '" + text + "'");
-    }
-    if (e.back() < 1) throw Error("--image sides must be >= 1, got '" + text + "'");
-    if (x == std::string::npos) break;
-    pos = x + 1;
-  }
-  return e;
-}
-
 CalibratedCluster resolve_cluster(const Flags& f, const UNetOptions& model) {
   const auto path = calibration_path(f.calibration);
   CalibratedCluster out =
@@ -75,7 +58,7 @@ parallel::SimulationOptions options_for(const Flags& f, const UNetOptions& model
                                         const parallel::LayerTimeCalibration& times) {
   LayerSequence seq = parallel::simulated_layer_sequence(model, side);
   int64_t tiles = f.images;
-  for (int64_t e : parse_extent(f.image)) tiles *= (e + seq.output_side - 1) / seq.output_side;
+  for (int64_t e : parse_image(f.image)) tiles *= (e + seq.output_side - 1) / seq.output_side;
   if (f.tiles) tiles = *f.tiles;
   std::vector<double> measured = times.empty() ? std::vector<double>{} : times.seconds(seq);
   return parallel::SimulationOptions(std::move(seq))
@@ -92,26 +75,6 @@ parallel::SimulationOptions options_for(const Flags& f, const UNetOptions& model
       .with_training(!f.infer)
       .with_precision(parallel::parse_precision(f.precision))
       .with_per_tile_overhead_seconds(f.per_tile_overhead);
-}
-
-nlohmann::json to_json(const parallel::SimulationResult& r, const parallel::SimulationOptions& o) {
-  const auto& b = r.breakdown;
-  return {{"pass_seconds", r.pass_seconds},
-          {"step_seconds", r.step_seconds},
-          {"steps", r.steps},
-          {"tiles", o.tiles},
-          {"tile_seconds", r.tile_seconds},
-          {"tile_flops", r.tile_flops},
-          {"balance", r.balance},
-          {"breakdown",
-           {{"compute", b.compute},
-            {"bubble", b.bubble},
-            {"halo", b.halo},
-            {"allreduce", b.allreduce},
-            {"io", b.io},
-            {"optimizer", b.optimizer}}},
-          {"device_peak_bytes", r.device_peak_bytes},
-          {"fits_memory", r.fits_memory}};
 }
 
 void print(const parallel::SimulationResult& r, const parallel::SimulationOptions& o, const parallel::ClusterModel& c,
@@ -184,7 +147,7 @@ void run(const Flags& f) {
   const parallel::SimulationOptions o = options_for(f, model, f.tile, rc.times);
   const parallel::SimulationResult r = parallel::simulate(o, c);
   if (f.json) {
-    std::cout << to_json(r, o).dump(2) << "\n";
+    std::cout << simulation_json(r, o).dump(2) << "\n";
   } else {
     print(r, o, c, f.model.preset);
   }

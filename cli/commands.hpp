@@ -15,6 +15,8 @@ void register_bench(CLI::App& app);
 void register_export(CLI::App& app);
 /// `tessera plan`: the layout (tiling, pipeline stages, data parallelism) for a model, image and devices.
 void register_plan(CLI::App& app);
+/// `tessera simulate`: one pass of a layout on a described cluster (clusters/*.yaml).
+void register_simulate(CLI::App& app);
 /// `bench allreduce`, attached to the `bench` subcommand by register_bench.
 void register_bench_allreduce(CLI::App& bench);
 /// `bench pipeline`: pipeline-parallel step time, bubble and stage memory, under mpirun.

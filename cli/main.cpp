@@ -16,7 +16,6 @@ std::string build_summary() {
   return s;
 }
 
-void register_simulate(CLI::App& app);  // cmd_simulate.cpp (declared here so commands.hpp's users need no rebuild)
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {

@@ -10,11 +10,10 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
-
-#include "tessera/plugin.hpp"
 #include <torch/types.h>
 
 #include "tessera/core/unet_blocks.hpp"
+#include "tessera/plugin.hpp"
 
 namespace tessera::plugins {
 

@@ -86,16 +86,7 @@ TEST(SeedFigures, SealEpochOn1200V100OfSummit) {
 // scaled by the voxel ratio (352·256·288 / 288³ = 1.086; every layer's work is linear in
 // the voxels, and the efficiency curve is flat at these sizes). Sliding windows: 64³ without
 // overlap (the paper does not state one here), 6 × 4 × 5 = 120 windows over the 2 GPUs (dp 2).
-UNetOptions unet3d_32() {
-  UNetOptions o;
-  o.dims = 3;
-  o.in_channels = 1;
-  o.classes = 3;
-  o.levels = 5;
-  o.base_filters = 32;
-  o.padding = Padding::kSame;
-  return o;
-}
+UNetOptions unet3d_32() { return unet_preset("unet3d-32").with_padding(Padding::kSame); }
 
 constexpr double kVolumeVoxels = 352.0 * 256 * 288;
 
