@@ -48,18 +48,47 @@ TEST(UNet, ValidOutputSizeEqualsTheSpecIn2dAnd3d) {
 
 TEST(ConvNd, StrideEqualsKernelTransposedPathEqualsTorchTransposedConvolution) {
   torch::manual_seed(2);
-  for (int dims : {2, 3}) {
-    ConvNd up(dims, 6, 5, 2, 0, 2, /*transposed=*/true);
-    std::vector<int64_t> shape{2, 6, 7, 5};
-    if (dims == 3) shape.push_back(3);
-    auto x = torch::randn(shape, torch::requires_grad());
-    auto params = up->named_parameters();
-    const auto& w = params["weight"];
-    auto b = params["bias"];
+  for (int dims : {2, 3})
+    for (bool channels_last : {false, true}) {
+      const std::string what = std::to_string(dims) + "-D, " + (channels_last ? "channels-last" : "contiguous");
+      ConvNd up(dims, 6, 5, 2, 0, 2, /*transposed=*/true);
+      std::vector<int64_t> shape{2, 6, 7, 5};
+      if (dims == 3) shape.push_back(3);
+      const auto format = !channels_last ? at::MemoryFormat::Contiguous
+                          : dims == 2    ? at::MemoryFormat::ChannelsLast
+                                         : at::MemoryFormat::ChannelsLast3d;
+      auto x = torch::randn(shape).contiguous(format).requires_grad_();
+      auto params = up->named_parameters();
+      auto w = params["weight"], b = params["bias"];
+      {
+        torch::NoGradGuard ng;
+        b.uniform_(-1, 1);  // a zero bias would hide a misplaced bias
+      }
+      const auto got = up->forward(x);
+      // The output keeps the input's memory format, so the next layers need no layout copy.
+      EXPECT_TRUE(got.is_contiguous(format)) << what;
+      const auto g = torch::randn(got.sizes());
+      const auto grads = torch::autograd::grad({got}, {x, w, b}, {g});
+      const auto x2 = x.detach().requires_grad_(), w2 = w.detach().requires_grad_(), b2 = b.detach().requires_grad_();
+      const auto want = dims == 2 ? torch::conv_transpose2d(x2, w2, b2, 2) : torch::conv_transpose3d(x2, w2, b2, 2);
+      const auto want_grads = torch::autograd::grad({want}, {x2, w2, b2}, {g});
+      EXPECT_LE((got - want).abs().max().item<float>(), 1e-5) << what;
+      for (size_t i = 0; i < grads.size(); ++i)
+        EXPECT_LE((grads[i] - want_grads[i]).abs().max().item<float>(), 1e-4) << what << ", gradient " << i;
+    }
+}
+
+TEST(ConvNd, PointwiseConvolutionEqualsTorchsInEitherMemoryFormat) {
+  torch::manual_seed(3);
+  for (bool channels_last : {false, true}) {
+    ConvNd head(2, 6, 4, 1, 0);
+    auto x = torch::randn({2, 6, 9, 7});
+    if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
+    auto params = head->named_parameters();
     torch::NoGradGuard ng;
-    b.uniform_(-1, 1);  // a zero bias would hide a misplaced bias
-    auto want = dims == 2 ? torch::conv_transpose2d(x, w, b, 2) : torch::conv_transpose3d(x, w, b, 2);
-    EXPECT_LE((up->forward(x) - want).abs().max().item<float>(), 1e-5) << dims << "-D";
+    params["bias"].uniform_(-1, 1);
+    const auto want = torch::conv2d(x.contiguous(), params["weight"], params["bias"]);
+    EXPECT_LE((head->forward(x) - want).abs().max().item<float>(), 1e-5) << channels_last;
   }
 }
 

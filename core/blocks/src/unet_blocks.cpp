@@ -1,5 +1,6 @@
 #include "tessera/core/unet_blocks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -11,6 +12,33 @@
 #include "tessera/core/error.hpp"
 
 namespace tessera {
+
+namespace {
+
+// torch::convolution, except that a stride-1 1×1 convolution of a channels-last tensor is the
+// matrix product it is: (positions × in) · (in × out) on the (N, spatial…, C) memory, output
+// channels-last, with a product's backward. ATen would send it, with one intra-op thread
+// (every data-parallel rank here), to its im2col path, which copies the input, the output
+// and the gradients to NCHW and back.
+torch::Tensor pointwise_or_convolution(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                                       at::IntArrayRef stride, at::IntArrayRef pad) {
+  const auto ones = [](at::IntArrayRef v) { return std::all_of(v.begin(), v.end(), [](int64_t s) { return s == 1; }); };
+  const bool channels_last = x.dim() > 3 && x.suggest_memory_format() != at::MemoryFormat::Contiguous;
+  const bool no_pad = std::all_of(pad.begin(), pad.end(), [](int64_t p) { return p == 0; });
+  if (channels_last && ones(w.sizes().slice(2)) && ones(stride) && no_pad) {
+    const torch::Tensor rows = x.movedim(1, -1).reshape({-1, x.size(1)});  // a view: channels are innermost
+    const torch::Tensor w2 = w.reshape({w.size(0), w.size(1)}).t();
+    torch::Tensor y = b.defined() ? torch::addmm(b, rows, w2) : torch::mm(rows, w2);
+    std::vector<int64_t> shape{x.size(0)};
+    for (int64_t d = 2; d < x.dim(); ++d) shape.push_back(x.size(d));
+    shape.push_back(w.size(0));
+    return y.view(shape).movedim(-1, 1);
+  }
+  const std::vector<int64_t> dil(stride.size(), 1), outpad(stride.size(), 0);
+  return torch::convolution(x, w, b, stride, pad, dil, false, outpad, 1);
+}
+
+}  // namespace
 
 ConvNdImpl::ConvNdImpl(int dims, int64_t in, int64_t out, int64_t kernel, int64_t padding,
                        int64_t stride, bool transposed)
@@ -46,34 +74,38 @@ torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
     bias = at::autocast::cached_cast(t, bias_, device);
   }
   const std::vector<int64_t> stride(dims_, stride_), pad(dims_, padding_), dil(dims_, 1), outpad(dims_, 0);
-  if (!transposed_ || weight.size(2) != stride_ || padding_ != 0)
+  if (transposed_ && (weight.size(2) != stride_ || padding_ != 0))
     return torch::convolution(input, weight, bias, stride, pad, dil, transposed_, outpad, 1);
+  if (!transposed_) return pointwise_or_convolution(input, weight, bias, stride, pad);
   // A transposed convolution whose kernel equals its stride touches each output pixel from
-  // exactly one input pixel: it is a 1×1 convolution to out·k^D channels followed by a
-  // depth-to-space shuffle. Same arithmetic, but runs on the fast convolution path
-  // (1.3× faster for the whole U-Net on this machine) instead of im2col + BLAS.
+  // exactly one input pixel: it is a 1×1 convolution to k^D·out channels, ordered (k…, out)
+  // and with the bias folded in, followed by a depth-to-space shuffle. Same arithmetic, on
+  // the fast convolution path instead of im2col + BLAS. The shuffle is one copy that writes
+  // the output in the input's memory format: a channels-last output keeps the concatenation
+  // and the next convolution free of layout copies (a fifth of a training step otherwise).
   const int64_t in = weight.size(0), out = weight.size(1), k = stride_;
-  std::vector<int64_t> perm{1};
+  std::vector<int64_t> perm, wshape{-1, in}, kernel_split, one(dims_, 1), zero(dims_, 0);
   for (int d = 0; d < dims_; ++d) perm.push_back(2 + d);
-  perm.push_back(0);
-  std::vector<int64_t> wshape{-1, in};
-  for (int d = 0; d < dims_; ++d) wshape.push_back(1);
-  const auto w = weight.permute(perm).reshape(wshape);
-  const std::vector<int64_t> one(dims_, 1), zero(dims_, 0);
-  const auto z = torch::convolution(input, w, {}, one, zero, one, false, zero, 1);
-  // z: (N, out, k.., spatial..) → interleave each k with its spatial axis.
-  std::vector<int64_t> view{z.size(0), out};
-  for (int d = 0; d < dims_; ++d) view.push_back(k);
-  for (int d = 0; d < dims_; ++d) view.push_back(z.size(2 + d));
-  std::vector<int64_t> order{0, 1}, shape{z.size(0), out};
+  perm.insert(perm.end(), {1, 0});
+  for (int d = 0; d < dims_; ++d) wshape.push_back(1), kernel_split.push_back(k);
+  kernel_split.push_back(out);
+  const torch::Tensor w = weight.permute(perm).reshape(wshape);
+  const torch::Tensor z = pointwise_or_convolution(input, w, bias.repeat({w.size(0) / out}), one, zero);
+  // z: (N, k…, out, spatial…) after the split; interleave each k after its spatial axis.
+  const torch::Tensor zs = z.unflatten(1, kernel_split);
+  const bool channels_last = input.dim() > 3 && input.suggest_memory_format() != at::MemoryFormat::Contiguous;
+  std::vector<int64_t> order{0}, merged{z.size(0)};
+  if (!channels_last) order.push_back(1 + dims_), merged.push_back(out);
   for (int d = 0; d < dims_; ++d) {
-    order.push_back(2 + dims_ + d);
-    order.push_back(2 + d);
-    shape.push_back(z.size(2 + d) * k);
+    order.insert(order.end(), {2 + dims_ + d, 1 + d});
+    merged.push_back(z.size(2 + d) * k);
   }
-  std::vector<int64_t> bshape(dims_ + 2, 1);
-  bshape[1] = out;
-  return z.view(view).permute(order).reshape(shape) + bias.view(bshape);
+  if (!channels_last) return zs.permute(order).contiguous().view(merged);
+  order.push_back(1 + dims_);
+  merged.push_back(out);
+  std::vector<int64_t> to_logical{0, dims_ + 1};
+  for (int d = 0; d < dims_; ++d) to_logical.push_back(1 + d);
+  return zs.permute(order).contiguous().view(merged).permute(to_logical);
 }
 
 NormNdImpl::NormNdImpl(Norm kind, int64_t channels) : kind_(kind) {
