@@ -25,6 +25,7 @@
 
 #include "commands.hpp"
 #include "infer_scenes.hpp"
+#include "operator_profile.hpp"
 #include "msd_dataset.hpp"
 #include "model_options.hpp"
 #include "overlay.hpp"
@@ -74,6 +75,7 @@ struct Flags {
   std::string t_srs, mosaic;
   std::string precision = "fp32";  ///< fp32, or bf16: weights and activations in bfloat16, logits back in fp32
   std::optional<double> tr;
+  std::string profile;  ///< Chrome trace of rank 0's operators (empty: none)
 };
 
 bool is_image_file(const fs::path& p) {
@@ -566,6 +568,7 @@ void run(const Flags& f) {
   if (!f.checkpoint.empty()) loaded = load_checkpoint(f.checkpoint);
   const io::VectorizeOptions vector_options = vectorize_options(f, loaded.meta.class_names);
   const SceneMaker maker = scene_maker(f, loaded);
+  const OperatorProfile profile(f.profile, root);
   if (!whole_scenes) {
     for (const auto& job : jobs)
       infer_image(f, loaded, vector_options, maker, job.input, job.output, world, threads, folder);
@@ -668,6 +671,9 @@ void register_infer(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", f.threads, "Intra-op threads (default: cores / ranks on this node)");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
+  cmd->add_option("--profile", f.profile,
+                  "Write rank 0's operators as a Chrome trace JSON; scripts/profile_summary.py FILE prints where the "
+                  "time went");
   cmd->callback([] { run(f); });
 }
 

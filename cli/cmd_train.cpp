@@ -33,12 +33,12 @@
 #include <functional>
 #include <map>
 
-#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include "commands.hpp"
 #include "config_file.hpp"
 #include "msd_dataset.hpp"
+#include "operator_profile.hpp"
 #include "preprocessing.hpp"
 #include "options_cli.hpp"
 #include "regions.hpp"
@@ -636,14 +636,10 @@ void run(const Flags& f) {
   }
   const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, world, hooks);
   RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here
-  std::optional<torch::autograd::profiler::RecordProfile> profile;  // written when it goes out of scope
-  if (!f.profile.empty() && root_rank) profile.emplace(f.profile);
-  const TrainReport r = train(net, data.pairs, t, meta, hooks.get(), data.validation, &run_writer);
-  if (profile) {
-    profile.reset();
-    std::fprintf(stderr, "train: operator trace in %s (scripts/profile_summary.py %s; chrome://tracing)\n",
-                 f.profile.c_str(), f.profile.c_str());
-  }
+  const TrainReport r = [&] {
+    const OperatorProfile profile(f.profile, root_rank);
+    return train(net, data.pairs, t, meta, hooks.get(), data.validation, &run_writer);
+  }();
   monitor->set_phase("done");
   monitor->sample_now();
   print_telemetry_summary(world, *monitor);
@@ -675,7 +671,7 @@ void register_train(CLI::App& app) {
                   "an uninterrupted run's");
   cmd->add_flag("--no-progress", f.no_progress, "No progress line");
   cmd->add_option("--profile", f.profile,
-                  "Write rank 0's operators (forward, backward, optimizer, data) as a Chrome trace JSON; "
+                  "Write rank 0's operators (forward, backward, optimizer) as a Chrome trace JSON; "
                   "scripts/profile_summary.py FILE prints where the time went");
   cmd->callback([] { run(f); });
 }

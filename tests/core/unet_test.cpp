@@ -85,9 +85,15 @@ TEST(ConvNd, PointwiseConvolutionEqualsTorchsInEitherMemoryFormat) {
     auto x = torch::randn({2, 6, 9, 7});
     if (channels_last) x = x.contiguous(at::MemoryFormat::ChannelsLast);
     auto params = head->named_parameters();
-    torch::NoGradGuard ng;
-    params["bias"].uniform_(-1, 1);
+    {
+      torch::NoGradGuard ng;
+      params["bias"].uniform_(-1, 1);
+    }
     const auto want = torch::conv2d(x.contiguous(), params["weight"], params["bias"]);
+    const auto with_gradients = head->forward(x);  // the matrix product
+    EXPECT_LE((with_gradients - want).abs().max().item<float>(), 1e-5) << channels_last;
+    EXPECT_TRUE(with_gradients.is_contiguous(channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous));
+    torch::NoGradGuard ng;  // inference: oneDNN's 1×1 convolution
     EXPECT_LE((head->forward(x) - want).abs().max().item<float>(), 1e-5) << channels_last;
   }
 }
