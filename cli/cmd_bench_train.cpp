@@ -12,6 +12,7 @@
 #include "bench_common.hpp"
 #include "child_process.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
 
 namespace tessera::cli {
@@ -28,12 +29,18 @@ struct Flags {
   bool no_ref = false, no_bf16 = false;
 };
 
-// One `tessera train` run under mpirun: its median seconds per step, and rank 0's gradient
-// communication line ("data parallel: … communication 2.1 ms per step, 84% of it during the
-// backward, …"; empty with one rank).
+// One `tessera train` run under mpirun: its median seconds per step and, from the same
+// metrics.jsonl, the gradient communication of its steps after the first (data parallel).
 struct TesseraRun {
   double step_seconds = 0;
-  std::string communication;
+  int communication_steps = 0;       ///< steps with a communication record (0: one rank)
+  double busy_ms = 0, exposed_ms = 0;  ///< medians over those steps
+  double hidden_share = 0;           ///< Σ hidden / Σ busy over them
+  int buckets = 0, overlapped = 0;   ///< the last step's buckets and those posted during its backward
+  nlohmann::json to_json() const {
+    return {{"steps", communication_steps}, {"busy_ms", busy_ms}, {"hidden_share", hidden_share},
+            {"exposed_ms", exposed_ms}, {"buckets", buckets}, {"overlapped", overlapped}};
+  }
 };
 
 TesseraRun tessera_run(const Flags& f, const fs::path& config, const fs::path& run) {
@@ -46,9 +53,27 @@ TesseraRun tessera_run(const Flags& f, const fs::path& config, const fs::path& r
   if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
   const ChildResult t = run_child(cmd, true);
   if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
-  TesseraRun r{median_step_seconds(RunLayout(run.string()).metrics()), ""};
-  if (const size_t at = t.out.find("data parallel: "); at != std::string::npos)
-    r.communication = t.out.substr(at + 15, t.out.find('\n', at) - at - 15);
+  const std::string metrics = RunLayout(run.string()).metrics();
+  TesseraRun r;
+  r.step_seconds = median_step_seconds(metrics);
+  std::vector<double> busy, exposed;
+  double hidden = 0, busy_total = 0;
+  const std::vector<StepMetrics> steps = read_metrics(metrics).steps;
+  for (size_t k = 1; k < steps.size(); ++k)  // the first step warms up, as for the step time
+    if (const std::optional<StepCommunication>& c = steps[k].communication) {
+      busy.push_back(1e3 * c->busy_s);
+      exposed.push_back(1e3 * c->exposed_s);
+      hidden += c->hidden_s;
+      busy_total += c->busy_s;
+      r.buckets = c->buckets;
+      r.overlapped = c->overlapped;
+    }
+  r.communication_steps = static_cast<int>(busy.size());
+  if (!busy.empty()) {
+    r.busy_ms = median_of(busy);
+    r.exposed_ms = median_of(exposed);
+    r.hidden_share = busy_total > 0 ? hidden / busy_total : 0;
+  }
   return r;
 }
 
@@ -90,11 +115,11 @@ void run(const Flags& f) {
   // gives its median step time; across runs we report the best (least disturbed: Python's
   // timeit convention) and the median, which is the headline figure.
   std::vector<double> ours, ours_bf16, theirs;
-  std::vector<std::string> communication;
+  nlohmann::json communication = nlohmann::json::array();
   for (int k = 0; k < f.repeats; ++k) {
     const TesseraRun run = tessera_run(f, config, run_dir / "run");
     ours.push_back(run.step_seconds);
-    communication.push_back(run.communication);
+    communication.push_back(run.to_json());
     std::printf("  repeat %d: tessera %.4f s/step", k + 1, ours.back());
     if (!f.no_bf16) {
       ours_bf16.push_back(tessera_run(f, config_bf16, run_dir / "run").step_seconds);
@@ -105,7 +130,11 @@ void run(const Flags& f) {
       std::printf(", DDP %.4f s/step", theirs.back());
     }
     std::printf("\n");
-    if (!run.communication.empty()) std::printf("    tessera gradients: %s\n", run.communication.c_str());
+    if (run.communication_steps > 0)
+      std::printf("    tessera gradients (metrics.jsonl, median of %d steps): %d buckets, %d posted during the backward; "
+                  "communication %.2f ms per step, %.0f%% of it hidden behind the backward, %.2f ms waited after it\n",
+                  run.communication_steps, run.buckets, run.overlapped, run.busy_ms, 100 * run.hidden_share,
+                  run.exposed_ms);
     std::fflush(stdout);
   }
   const double t_best = *std::min_element(ours.begin(), ours.end()), t_med = median_of(ours);

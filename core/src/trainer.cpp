@@ -366,6 +366,7 @@ void Training::report_step(int64_t step, const StepResult& r) {
   m.pixels_per_s = double(pixels_done_) / elapsed;
   m.elapsed_s = elapsed;
   if (options_.grad_clip > 0) m.grad_norm = r.grad_norm;
+  m.communication = hooks_.last_communication();
   if (observer_) observer_->on_step(m);
   char extra[96];
   std::snprintf(extra, sizeof extra, "loss %.4f  %.1f tiles/s", r.loss.value_or(std::numeric_limits<double>::quiet_NaN()),

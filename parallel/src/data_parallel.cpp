@@ -200,12 +200,17 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
 }
 
 void DataParallelHooks::reduce_blocking(UNet& net) {
+  const double start = now_seconds();
   const std::vector<torch::Tensor> params = reduced_parameters(net);
+  StepCommunication step;
   for (const auto& bucket : make_buckets(params, options_.fusion_bytes, options_.first_bucket_bytes)) {
     allreduce_sum_packed(data_, bucket_gradients(params, bucket));
     ++buckets_;
+    ++step.buckets;
     bytes_ += bucket_bytes(params, bucket);
   }
+  step.busy_s = step.exposed_s = now_seconds() - start;
+  last_ = step;
 }
 
 void DataParallelHooks::on_gradients(UNet& net) {
@@ -216,7 +221,8 @@ void DataParallelHooks::on_gradients(UNet& net) {
   o.armed = false;
   const double backward_end = now_seconds();
   o.poll();
-  overlapped_ += static_cast<int64_t>(o.next);
+  const size_t posted_during_backward = o.next;
+  overlapped_ += static_cast<int64_t>(posted_during_backward);
   while (o.next < o.buckets.size()) o.post(data_, o.next++);  // parameters no backward reached
   std::vector<std::pair<double, double>> spans;
   for (auto& b : o.buckets) {
@@ -227,10 +233,17 @@ void DataParallelHooks::on_gradients(UNet& net) {
     bytes_ += b.bytes;
   }
   const auto [busy, hidden] = union_lengths(spans, backward_end);
+  StepCommunication step;
+  step.buckets = static_cast<int>(o.buckets.size());
+  step.overlapped = static_cast<int>(posted_during_backward);
+  step.busy_s = busy;
+  step.hidden_s = hidden;
+  step.exposed_s = now_seconds() - backward_end;
+  last_ = step;
   timeline_.steps += 1;
   timeline_.busy_seconds += busy;
   timeline_.hidden_seconds += hidden;
-  timeline_.exposed_seconds += now_seconds() - backward_end;
+  timeline_.exposed_seconds += step.exposed_s;
 }
 
 void DataParallelHooks::on_step(int64_t step, double loss) {

@@ -64,6 +64,9 @@ std::string metrics_line(const StepMetrics& m) {
          {"elapsed_s", m.elapsed_s}};
   if (m.grad_norm) j["grad_norm"] = *m.grad_norm;
   for (const auto& [name, value] : m.loss_terms) j["loss_terms"][name] = value;
+  if (const std::optional<StepCommunication>& c = m.communication)
+    j["communication"] = {{"buckets", c->buckets}, {"overlapped", c->overlapped}, {"busy_s", c->busy_s},
+                          {"hidden_s", c->hidden_s}, {"exposed_s", c->exposed_s}};
   return j.dump();
 }
 
@@ -105,6 +108,11 @@ MetricsLog read_metrics(const std::string& path) {
         s.grad_norm = optional_number(j, "grad_norm");
         if (j.contains("loss_terms"))
           for (const auto& [name, value] : j.at("loss_terms").items()) s.loss_terms.emplace_back(name, value.get<double>());
+        if (j.contains("communication")) {
+          const json& c = j.at("communication");
+          s.communication = StepCommunication{c.at("buckets"), c.at("overlapped"), c.at("busy_s"), c.at("hidden_s"),
+                                              c.at("exposed_s")};
+        }
         log.steps.push_back(s);
       }
     } catch (const json::exception&) {

@@ -18,6 +18,7 @@
 #include "tessera/core/trainer.hpp"
 #include "tessera/parallel/data_parallel.hpp"
 #include "tessera/parallel/runtime.hpp"
+#include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
 
 namespace tessera::parallel {
@@ -203,11 +204,39 @@ TEST(DataParallel, OverlappedBucketsEqualTheBlockingPathBitForBit) {
         w, DataParallelOptions().with_fusion_bytes(4096).with_overlap(overlap).with_writes_outputs(w.rank() == 0));
     torch::Tensor params = train_once(2, &hooks, dir, /*augment=*/true, /*sync_bn=*/false, OptimizerKind::kAdam);
     w.barrier();
-    if (w.rank() == 0) fs::remove_all(dir);
-    return std::tuple{params, hooks.buckets_reduced(), hooks.buckets_overlapped(), hooks.timeline()};
+    // Each step's communication as metrics.jsonl holds it (the run directory's writer and reader).
+    std::vector<StepCommunication> steps;
+    if (w.rank() == 0) {
+      for (const StepMetrics& m : read_metrics(RunLayout(dir).metrics()).steps) {
+        EXPECT_TRUE(m.communication.has_value()) << "step " << m.step;
+        if (m.communication) steps.push_back(*m.communication);
+      }
+      fs::remove_all(dir);
+    }
+    return std::tuple{params, hooks.buckets_reduced(), hooks.buckets_overlapped(), hooks.timeline(), steps};
   };
-  const auto [blocking, blocking_buckets, blocking_overlapped, blocking_timeline] = run(false);
-  const auto [overlapped, buckets, posted_early, timeline] = run(true);
+  const auto [blocking, blocking_buckets, blocking_overlapped, blocking_timeline, blocking_steps] = run(false);
+  const auto [overlapped, buckets, posted_early, timeline, steps] = run(true);
+  if (w.rank() == 0) {
+    ASSERT_EQ(steps.size(), 5u);
+    ASSERT_EQ(blocking_steps.size(), 5u);
+    int64_t step_buckets = 0, step_posted_early = 0;
+    double busy = 0;
+    for (size_t k = 0; k < steps.size(); ++k) {
+      EXPECT_EQ(blocking_steps[k].overlapped, 0);
+      EXPECT_EQ(blocking_steps[k].hidden_s, 0);
+      EXPECT_EQ(blocking_steps[k].buckets, steps[k].buckets);
+      EXPECT_LE(steps[k].hidden_s, steps[k].busy_s);
+      EXPECT_GE(steps[k].exposed_s, 0);
+      step_buckets += steps[k].buckets;
+      step_posted_early += steps[k].overlapped;
+      busy += steps[k].busy_s;
+    }
+    // The per-step lines add up to the run's totals.
+    EXPECT_EQ(step_buckets, buckets);
+    EXPECT_EQ(step_posted_early, posted_early);
+    EXPECT_NEAR(busy, timeline.busy_seconds, 1e-6);
+  }
   EXPECT_TRUE(torch::equal(overlapped, blocking));
   EXPECT_EQ(buckets, blocking_buckets);
   EXPECT_EQ(blocking_overlapped, 0);

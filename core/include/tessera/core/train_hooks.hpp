@@ -17,6 +17,7 @@
 #include <torch/types.h>
 
 #include "tessera/core/losses.hpp"
+#include "tessera/core/train_observer.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
@@ -57,6 +58,8 @@ class TrainHooks {
   virtual void on_gradients(UNet& /*net*/) {}
   /// After each step (progress, telemetry); `loss` is the global-batch loss or NaN.
   virtual void on_step(int64_t /*step*/, double /*loss*/) {}
+  /// The last step's gradient communication (reported in its metrics line); none without one.
+  virtual std::optional<StepCommunication> last_communication() const { return std::nullopt; }
 };
 
 }  // namespace tessera

@@ -64,6 +64,7 @@ class DataParallelHooks final : public TrainHooks {
   void before_backward(UNet& net, bool last) override;
   void on_gradients(UNet& net) override;
   void on_step(int64_t step, double loss) override;
+  std::optional<StepCommunication> last_communication() const override { return last_; }
 
   /// Called after every step (e.g. telemetry's step counter).
   void set_step_callback(std::function<void(int64_t, double)> fn) { step_callback_ = std::move(fn); }
@@ -87,6 +88,7 @@ class DataParallelHooks final : public TrainHooks {
   std::function<void(int64_t, double)> step_callback_;
   int64_t buckets_ = 0, bytes_ = 0, overlapped_ = 0;
   CommunicationTimeline timeline_;
+  std::optional<StepCommunication> last_;  ///< the last step's (metrics.jsonl)
   std::unique_ptr<Overlap> overlap_;
 };
 

@@ -18,6 +18,16 @@
 
 namespace tessera {
 
+/// A data-parallel step's gradient communication, as the reporting replica saw it: the
+/// "communication" object of a metrics.jsonl step line (absent with one replica).
+struct StepCommunication {
+  int buckets = 0;         ///< gradient allreduces of the step
+  int overlapped = 0;      ///< of them, posted while the backward still ran
+  double busy_s = 0;       ///< the union of the allreduces' intervals (post → sum arrived), seconds
+  double hidden_s = 0;     ///< the part of busy_s before the backward ended
+  double exposed_s = 0;    ///< backward end → every sum arrived: what the step waited, seconds
+};
+
 /// One optimiser step: a line of metrics.jsonl.
 struct StepMetrics {
   int64_t step = 0;                   ///< 1-based
@@ -33,6 +43,7 @@ struct StepMetrics {
   /// The loss's terms by name, unweighted (a DSN: task, reconstruction, difference,
   /// similarity); empty for a plain segmentation loss.
   std::vector<std::pair<std::string, double>> loss_terms;
+  std::optional<StepCommunication> communication;  ///< data parallelism's gradient sums (TrainHooks)
 };
 
 /// Validation at the end of an epoch: a line of metrics.jsonl.
