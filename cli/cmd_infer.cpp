@@ -31,6 +31,7 @@
 #include "overlay.hpp"
 #include "preprocessing.hpp"
 #include "tessera/core/checkpoint.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/inference.hpp"
 #include "tessera/core/model_json.hpp"
@@ -568,6 +569,7 @@ void run(const Flags& f) {
   if (!f.checkpoint.empty()) loaded = load_checkpoint(f.checkpoint);
   const io::VectorizeOptions vector_options = vectorize_options(f, loaded.meta.class_names);
   const SceneMaker maker = scene_maker(f, loaded);
+  const CpuTensorCacheScope tensor_cache;  // activations reused from tile to tile, not re-faulted
   const OperatorProfile profile(f.profile, root);
   if (!whole_scenes) {
     for (const auto& job : jobs)

@@ -1,0 +1,119 @@
+#include "tessera/core/cpu_tensor_cache.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+namespace {
+
+class CachingCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) const override {
+    void* p = const_cast<CachingCpuAllocator*>(this)->take(n);
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  void start(int64_t min_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (active_) throw Error("CpuTensorCacheScope: one at a time");
+    active_ = true;
+    min_bytes_ = size_t(std::max<int64_t>(1, min_bytes));
+    stats_ = {};
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    active_ = false;
+    for (auto& [size, p] : free_) c10::free_cpu(p);
+    free_.clear();
+    stats_.cached_bytes = 0;
+  }
+  CpuTensorCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+  static CachingCpuAllocator& instance() {
+    static CachingCpuAllocator a;
+    return a;
+  }
+
+ private:
+  static void release(void* p) { instance().give_back(p); }
+
+  void* take(size_t n) {
+    if (n == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!active_ || n < min_bytes_) return c10::alloc_cpu(n);
+    // A cached buffer of this size, or at most an eighth larger.
+    if (auto it = free_.lower_bound(n); it != free_.end() && it->first <= n + n / 8) {
+      void* p = it->second;
+      stats_.cached_bytes -= int64_t(it->first);
+      stats_.live_bytes += int64_t(it->first);
+      free_.erase(it);
+      ++stats_.hits;
+      stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+      return p;
+    }
+    // Keep live + cached within the largest live total so far (or live + this request).
+    const int64_t ceiling = std::max(stats_.peak_live_bytes, stats_.live_bytes + int64_t(n));
+    while (!free_.empty() && stats_.live_bytes + stats_.cached_bytes + int64_t(n) > ceiling) {
+      auto largest = std::prev(free_.end());
+      stats_.cached_bytes -= int64_t(largest->first);
+      sizes_.erase(largest->second);
+      c10::free_cpu(largest->second);
+      free_.erase(largest);
+    }
+    void* p = c10::alloc_cpu(n);
+    sizes_[p] = n;
+    stats_.live_bytes += int64_t(n);
+    stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+    ++stats_.misses;
+    return p;
+  }
+
+  void give_back(void* p) {
+    if (!p) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = sizes_.find(p);
+    if (it == sizes_.end()) return c10::free_cpu(p);  // a small buffer
+    stats_.live_bytes -= int64_t(it->second);
+    if (!active_) {
+      sizes_.erase(it);
+      return c10::free_cpu(p);
+    }
+    free_.emplace(it->second, p);
+    stats_.cached_bytes += int64_t(it->second);
+  }
+
+  std::mutex mutex_;
+  bool active_ = false;
+  size_t min_bytes_ = size_t{1} << 20;
+  std::multimap<size_t, void*> free_;      // cached buffers by size
+  std::unordered_map<void*, size_t> sizes_;  // every large buffer this allocator made, live or cached
+  CpuTensorCacheStats stats_;
+};
+
+}  // namespace
+
+CpuTensorCacheScope::CpuTensorCacheScope(int64_t min_bytes) : previous_(c10::GetCPUAllocator()) {
+  CachingCpuAllocator& cache = CachingCpuAllocator::instance();
+  cache.start(min_bytes);
+  c10::SetCPUAllocator(&cache);
+}
+
+CpuTensorCacheScope::~CpuTensorCacheScope() {
+  c10::SetCPUAllocator(static_cast<c10::Allocator*>(previous_));
+  CachingCpuAllocator::instance().stop();
+}
+
+CpuTensorCacheStats CpuTensorCacheScope::stats() { return CachingCpuAllocator::instance().stats(); }
+
+}  // namespace tessera

@@ -1,0 +1,76 @@
+// CpuTensorCacheScope: large CPU buffers come back from the cache, the footprint stays within
+// the largest live total, the previous allocator returns, and values do not change.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <c10/core/CPUAllocator.h>
+
+#include "tessera/core/cpu_tensor_cache.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/unet.hpp"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+torch::Tensor mib(int64_t n) { return torch::empty({n * kMiB / 4}); }  // n MiB of floats
+
+TEST(CpuTensorCache, AFreedBufferServesTheNextRequestOfItsSize) {
+  CpuTensorCacheScope cache;
+  torch::Tensor a = mib(4);
+  void* first = a.data_ptr();
+  a.reset();
+  EXPECT_EQ(CpuTensorCacheScope::stats().cached_bytes, 4 * kMiB);
+  torch::Tensor b = mib(4);
+  EXPECT_EQ(b.data_ptr(), first);
+  EXPECT_EQ(CpuTensorCacheScope::stats().hits, 1);
+  EXPECT_EQ(CpuTensorCacheScope::stats().misses, 1);
+  torch::Tensor small = torch::empty({16});  // below min_bytes: not counted
+  EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 4 * kMiB);
+}
+
+TEST(CpuTensorCache, LivePlusCachedNeverExceedsTheLargestLiveTotal) {
+  CpuTensorCacheScope cache;
+  mib(8);  // allocated and freed: 8 MiB cached, peak live 8 MiB
+  torch::Tensor big = mib(16);  // a miss: the 8 cached go first
+  CpuTensorCacheStats s = CpuTensorCacheScope::stats();
+  EXPECT_EQ(s.cached_bytes, 0);
+  EXPECT_EQ(s.live_bytes, 16 * kMiB);
+  big.reset();
+  torch::Tensor a = mib(6), b = mib(6);  // 12 MiB live; the cached 16 MiB is too large to serve them
+  s = CpuTensorCacheScope::stats();
+  EXPECT_LE(s.live_bytes + s.cached_bytes, s.peak_live_bytes);
+  EXPECT_EQ(s.peak_live_bytes, 16 * kMiB);
+  EXPECT_EQ(s.live_bytes, 12 * kMiB);
+}
+
+TEST(CpuTensorCache, TheScopeRestoresTheAllocatorAndIsOneAtATime) {
+  c10::Allocator* before = c10::GetCPUAllocator();
+  torch::Tensor kept;
+  {
+    CpuTensorCacheScope cache;
+    EXPECT_NE(c10::GetCPUAllocator(), before);
+    EXPECT_THROW(CpuTensorCacheScope second, Error);
+    kept = mib(2);
+  }
+  EXPECT_EQ(c10::GetCPUAllocator(), before);
+  kept.fill_(1);  // still valid after the scope; freed directly when it goes
+  EXPECT_EQ(kept.sum().item<float>(), float(2 * kMiB / 4));
+}
+
+TEST(CpuTensorCache, ReusedBuffersGiveTheSameForwardBitForBit) {
+  torch::manual_seed(4);
+  UNet net(unet_preset("unet-tiny").with_base_filters(8));
+  net->use_channels_last();
+  torch::NoGradGuard ng;
+  const torch::Tensor x = torch::randn({1, 4, 188, 188});
+  const torch::Tensor want = net->forward(x);
+  CpuTensorCacheScope cache;
+  for (int k = 0; k < 3; ++k)  // from the second pass on, every large buffer is a reused one
+    EXPECT_TRUE(torch::equal(net->forward(x), want)) << "pass " << k;
+  EXPECT_GT(CpuTensorCacheScope::stats().hits, 0);
+}
+
+}  // namespace
+}  // namespace tessera
