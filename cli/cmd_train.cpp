@@ -322,6 +322,14 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   const UNetOptions& model = c.model.options;
   const int micro_batches = c.parallel.micro_batches;
   if (grid.shape().spatial > 1 || !c.parallel.sp_mesh.empty()) check_spatial(c, grid.shape().spatial, config);
+  try {
+    if (parallel::parse_wire_format(c.parallel.gradient_compression) != parallel::WireFormat::kFp32 &&
+        (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
+      throw Error(c.parallel.gradient_compression +
+                  " is for data parallelism only (pipeline stages and spatial blocks sum gradients in fp32)");
+  } catch (const Error& e) {
+    throw Error(config + ": parallel.gradient_compression: " + e.what());
+  }
   if (micro_batches < 0 || micro_batches > t.batch)
     throw Error(config + ": parallel.micro_batches: " + std::to_string(micro_batches) + " must be in 0 … batch (" +
                 std::to_string(t.batch) + "; 0: one tile per micro-batch)");
@@ -381,6 +389,7 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
     auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()
                                                                            .with_fusion_bytes(int64_t(p.fusion_mib * (1 << 20)))
                                                                            .with_overlap(p.overlap_allreduce)
+                                                                           .with_compression(parallel::parse_wire_format(p.gradient_compression))
                                                                            .with_writes_outputs(grid.is_root()));
     out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
     out.data = h.get();
@@ -488,10 +497,13 @@ void print_communication(const parallel::DataParallelHooks& h) {
                 (long long)h.buckets_reduced());
     return;
   }
+  const std::string wire = h.compression() == parallel::WireFormat::kFp32
+                               ? ""
+                               : " (gradients sent in " + parallel::to_string(h.compression()) + ", error feedback)";
   std::printf("data parallel: %.1f buckets per step, %.1f posted during the backward; communication %.2f ms per step, "
-              "%.0f%% of it during the backward, %.2f ms waited after it\n",
+              "%.0f%% of it during the backward, %.2f ms waited after it%s\n",
               double(h.buckets_reduced()) / steps, double(h.buckets_overlapped()) / steps, 1e3 * t.busy_seconds / steps,
-              100 * t.hidden_share(), 1e3 * t.exposed_seconds / steps);
+              100 * t.hidden_share(), 1e3 * t.exposed_seconds / steps, wire.c_str());
 }
 
 void print_report(const TrainReport& r) {

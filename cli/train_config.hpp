@@ -6,7 +6,7 @@
 //   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
 //   data: {dataset: DIR, validation: [case ids] | fold: K, folds: N}   # an MSD / nnU-Net folder (msd_dataset.hpp)
 //   train: {TrainOptions fields (train_options_binding.hpp), validate}
-//   parallel: {dp, pp, sp, sp_mesh, fusion_mib, overlap_allreduce, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
+//   parallel: {dp, pp, sp, sp_mesh, fusion_mib, overlap_allreduce, gradient_compression, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
 // A key nobody declared is an error naming the file, line and closest key (config_file.hpp).
 #include <string>
 #include <vector>
@@ -89,6 +89,7 @@ struct ParallelConfig {
   std::string sp_mesh;  ///< blocks per spatial axis with sp > 1 ("2x2"); empty = split along the first axis
   double fusion_mib = 25;
   bool overlap_allreduce = true;  ///< reduce gradient buckets during the backward
+  std::string gradient_compression = "none";  ///< none, bf16 or fp16 (parallel::WireFormat)
   int micro_batches = 0;
   std::string schedule = "1f1b";
   std::string activation_checkpoint = "never";
@@ -199,6 +200,8 @@ void fields(ParallelSection& s, V& v) {
   v.field("fusion_mib", s.p.fusion_mib, "Gradient allreduce bucket bound in MiB");
   v.field("overlap_allreduce", s.p.overlap_allreduce,
           "Reduce gradient buckets during the backward (hooks, non-blocking allreduce); false: all after it");
+  v.field("gradient_compression", s.p.gradient_compression,
+          "Gradients on the wire: none (fp32, exact), bf16 or fp16 (half the bytes, error feedback; not exact)");
   v.field("micro_batches", s.p.micro_batches, "Micro-batches per replica batch with --pp (0: one tile each)");
   v.field("schedule", s.p.schedule, "Pipeline schedule with --pp: 1f1b or gpipe");
   v.field("activation_checkpoint", s.p.activation_checkpoint,

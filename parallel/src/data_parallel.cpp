@@ -122,9 +122,10 @@ struct DataParallelHooks::Overlap {
   bool armed = false;
   size_t next = 0;  // the first bucket not yet posted
 
-  void post(Communicator& data, size_t k) {
+  void post(Communicator& data, size_t k, WireFormat wire, std::vector<torch::Tensor>& residuals) {
     Bucket& b = buckets[k];
-    b.op = std::make_unique<PackedAllreduce>(data, bucket_gradients(params, b.params));
+    if (residuals.size() < buckets.size()) residuals.resize(buckets.size());
+    b.op = std::make_unique<PackedAllreduce>(data, bucket_gradients(params, b.params), wire, &residuals[k]);
     b.posted = now_seconds();
     b.arrived = -1;
   }
@@ -181,7 +182,7 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
       // Strictly in bucket order: every replica posts the same collectives in the same order.
       while (ov.next < ov.buckets.size() &&
              ov.buckets[ov.next].ready == static_cast<int>(ov.buckets[ov.next].params.size()))
-        ov.post(data_, ov.next++);
+        ov.post(data_, ov.next++, options_.compression, residuals_);
       ov.poll();
     };
     for (size_t i = 0; i < o.params.size(); ++i) {
@@ -203,8 +204,11 @@ void DataParallelHooks::reduce_blocking(UNet& net) {
   const double start = now_seconds();
   const std::vector<torch::Tensor> params = reduced_parameters(net);
   StepCommunication step;
-  for (const auto& bucket : make_buckets(params, options_.fusion_bytes, options_.first_bucket_bytes)) {
-    allreduce_sum_packed(data_, bucket_gradients(params, bucket));
+  const std::vector<std::vector<int>> buckets = make_buckets(params, options_.fusion_bytes, options_.first_bucket_bytes);
+  if (residuals_.size() < buckets.size()) residuals_.resize(buckets.size());
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    const std::vector<int>& bucket = buckets[k];
+    PackedAllreduce(data_, bucket_gradients(params, bucket), options_.compression, &residuals_[k]).finish();
     ++buckets_;
     ++step.buckets;
     bytes_ += bucket_bytes(params, bucket);
@@ -223,7 +227,7 @@ void DataParallelHooks::on_gradients(UNet& net) {
   o.poll();
   const size_t posted_during_backward = o.next;
   overlapped_ += static_cast<int64_t>(posted_during_backward);
-  while (o.next < o.buckets.size()) o.post(data_, o.next++);  // parameters no backward reached
+  while (o.next < o.buckets.size()) o.post(data_, o.next++, options_.compression, residuals_);  // parameters no backward reached
   std::vector<std::pair<double, double>> spans;
   for (auto& b : o.buckets) {
     b.op->finish();

@@ -25,15 +25,37 @@ MPI_Datatype mpi_type(const torch::Tensor& t, bool reducing) {
       break;
     case torch::kHalf:
     case torch::kBFloat16:
-      if (!reducing) return MPI_UINT16_T;  // moved as raw bits; reductions need a float type
-      break;
+      return MPI_UINT16_T;  // moved as raw bits; sums by the user operations below
     default: break;
   }
   throw Error(std::string("mpi: tensor type ") + c10::toString(t.scalar_type()) + " not supported" +
               (reducing ? " in reductions" : ""));
 }
 
-MPI_Op mpi_op(ReduceOp op) {
+// Element-wise sums of 16-bit floats (MPI has no such type): each addition in fp32, rounded
+// back to nearest even.
+template <class T>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = T(float(a[i]) + float(b[i]));
+}
+
+MPI_Op mpi_op(ReduceOp op, const torch::Tensor& t) {
+  if (t.scalar_type() == torch::kBFloat16 || t.scalar_type() == torch::kHalf) {
+    if (op != ReduceOp::kSum && op != ReduceOp::kAverage) throw Error("mpi: 16-bit float tensors reduce by sum only");
+    static const MPI_Op bf16_sum = [] {
+      MPI_Op o;
+      MPI_Op_create(&sum_16bit<c10::BFloat16>, /*commute=*/1, &o);
+      return o;
+    }();
+    static const MPI_Op half_sum = [] {
+      MPI_Op o;
+      MPI_Op_create(&sum_16bit<c10::Half>, /*commute=*/1, &o);
+      return o;
+    }();
+    return t.scalar_type() == torch::kBFloat16 ? bf16_sum : half_sum;
+  }
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage: return MPI_SUM;
@@ -224,7 +246,7 @@ class MpiCommunicator final : public Communicator {
     check(t, "allreduce");
     MPI_Request r;
     board_->arrive();
-    MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t), mpi_type(t, true), mpi_op(op), comm_, &r);
+    MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t), mpi_type(t, true), mpi_op(op, t), comm_, &r);
     wait(r, "allreduce");
     finish_average(t, op);
   }
@@ -249,7 +271,7 @@ class MpiCommunicator final : public Communicator {
     torch::Tensor out = torch::empty_like(t.narrow(0, 0, t.size(0) / size_));
     MPI_Request r;
     board_->arrive();
-    MPI_Ireduce_scatter_block(t.data_ptr(), out.data_ptr(), count(out), mpi_type(t, true), mpi_op(op), comm_, &r);
+    MPI_Ireduce_scatter_block(t.data_ptr(), out.data_ptr(), count(out), mpi_type(t, true), mpi_op(op, t), comm_, &r);
     wait(r, "reduce_scatter");
     finish_average(out, op);
     return out;
@@ -277,7 +299,7 @@ class MpiCommunicator final : public Communicator {
     }
     board_->arrive();
     auto pending = std::make_unique<MpiPending>(*this, t, "allreduce", -1);
-    MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t), mpi_type(t, true), mpi_op(op), comm_, &pending->request);
+    MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count(t), mpi_type(t, true), mpi_op(op, t), comm_, &pending->request);
     return pending;
   }
 

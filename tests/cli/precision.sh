@@ -81,4 +81,11 @@ if "$T" train --config train3d.yaml --no-progress > t3d.log 2>&1; then fail "bf1
 # (the resampling note printed before it is progress, not part of the error)
 [ "$(grep -c 'error:' t3d.log)" -eq 1 ] || fail "3-D bf16 refusal not one error line: $(cat t3d.log)"
 grep 'error:' t3d.log | grep -q "train.precision bf16: 3-D" || fail "3-D bf16 refusal: $(cat t3d.log)"
+# parallel.gradient_compression: a value it does not know is one line naming the file and key.
+sed 's/^run_dir: run$/run_dir: runz/' train.yaml > trainz.yaml
+printf 'parallel: {gradient_compression: zip}\n' >> trainz.yaml
+if "$T" train --config trainz.yaml --no-progress > tz.log 2>&1; then fail "gradient_compression zip accepted"; fi
+[ "$(grep -c 'error:' tz.log)" -eq 1 ] || fail "gradient_compression refusal not one error line: $(cat tz.log)"
+grep 'error:' tz.log | grep -q "trainz.yaml: parallel.gradient_compression: 'zip' is not one of none, bf16, fp16" ||
+  fail "gradient_compression refusal: $(cat tz.log)"
 echo "precision: all checks passed"

@@ -128,6 +128,56 @@ TEST(Collective, NonBlockingAllreducesEqualTheBlockingOnes) {
   if (w.size() > 1) EXPECT_FALSE(torch::equal(packed[0], a0));  // the sums arrived
 }
 
+// 16-bit floats are summed by MPI user operations: each addition in fp32, rounded back. With
+// two ranks the sum is one rounding of the exact sum; with more, within one rounding per rank.
+TEST(Collective, SixteenBitFloatSumsRoundEachAddition) {
+  Communicator& w = world();
+  const int p = w.size();
+  for (const auto [type, half_ulp] : {std::pair{torch::kBFloat16, 1.0 / 256}, std::pair{torch::kHalf, 1.0 / 2048}}) {
+    std::vector<torch::Tensor> inputs;  // every rank's input, drawn here from its seed
+    for (int r = 0; r < p; ++r) {
+      torch::manual_seed(20 + r);
+      inputs.push_back(torch::randn({257}).to(type));
+    }
+    torch::Tensor t = inputs[size_t(w.rank())].clone();
+    w.allreduce(t, ReduceOp::kSum);
+    torch::Tensor exact = torch::zeros({257}, torch::kDouble), magnitude = torch::zeros({257}, torch::kDouble);
+    for (const auto& x : inputs) exact += x.to(torch::kDouble), magnitude += x.to(torch::kDouble).abs();
+    if (p == 2) {
+      EXPECT_TRUE(torch::equal(t, (inputs[0].to(torch::kFloat) + inputs[1].to(torch::kFloat)).to(type))) << type;
+    } else {
+      const double worst = ((t.to(torch::kDouble) - exact).abs() - (p - 1) * half_ulp * magnitude).max().item<double>();
+      EXPECT_LE(worst, 0) << type;
+    }
+  }
+  torch::Tensor b = torch::ones({4}, torch::kBFloat16);
+  EXPECT_THROW(w.allreduce(b, ReduceOp::kMax), Error);
+}
+
+// Error feedback: a gradient bf16 cannot represent (1 + 2^-10 rounds to 1) sent 64 times. With
+// the residual the applied sum stays within one rounding of the true one; without it, it
+// falls behind by 2^-10 a step. Pairs of ranks (exact bf16 sums of equal values).
+TEST(Collective, CompressedPackedAllreduceFeedsItsRoundingErrorForward) {
+  Communicator& w = world();
+  ASSERT_GE(w.size(), 2) << "run under mpirun -np 2 or 4";
+  const std::unique_ptr<Communicator> pair = w.split(w.rank() / 2, w.rank());
+  if (pair->size() != 2) return;  // the odd rank out of an odd-sized job
+  const double g = 1.0 + 1.0 / 1024, steps = 64;
+  for (const bool feedback : {true, false}) {
+    torch::Tensor residual, applied = torch::zeros({8}, torch::kDouble);
+    for (int k = 0; k < steps; ++k) {
+      std::vector<torch::Tensor> grads{torch::full({8}, g)};
+      PackedAllreduce(*pair, grads, WireFormat::kBf16, feedback ? &residual : nullptr).finish();
+      applied += grads[0].to(torch::kDouble);
+    }
+    const double drift = (applied - 2 * steps * g).abs().max().item<double>();
+    if (feedback)
+      EXPECT_LE(drift, 2.0 / 256) << "with error feedback";
+    else
+      EXPECT_NEAR(drift, 2 * steps / 1024, 1e-9) << "without: every step's rounding is lost";
+  }
+}
+
 TEST(Collective, RejectsTensorsItCannotMove) {
   Communicator& w = world();
   torch::Tensor strided = torch::zeros({4, 4}).t();

@@ -252,6 +252,38 @@ TEST(DataParallel, OverlappedBucketsEqualTheBlockingPathBitForBit) {
                 100 * timeline.hidden_share());
 }
 
+// Gradient compression (bf16 with error feedback; fp16 likewise): the same training, not
+// bit-equal any more (the gradients travel rounded), but within rounding of the exact run; the
+// losses too. Every exactness test above runs uncompressed, the default.
+TEST(DataParallel, Bf16CompressedGradientsTrainLikeTheExactRun) {
+  Communicator& w = world();
+  ASSERT_GE(w.size(), 2) << "run under mpirun -np 2 or 4";
+  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
+  w.broadcast(pid, 0);
+  auto run = [&](WireFormat wire) {
+    const std::string dir = (fs::temp_directory_path() /
+                             ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-wire-" + to_string(wire)))
+                                .string();
+    DataParallelHooks hooks(w, DataParallelOptions().with_fusion_bytes(4096).with_compression(wire).with_writes_outputs(
+                                   w.rank() == 0));
+    const torch::Tensor params = train_once(2, &hooks, dir, /*augment=*/true);
+    w.barrier();
+    std::vector<double> logged;
+    if (w.rank() == 0) {
+      for (const StepMetrics& m : read_metrics(RunLayout(dir).metrics()).steps) logged.push_back(m.loss.value_or(NAN));
+      fs::remove_all(dir);
+    }
+    return std::pair{params, logged};
+  };
+  const auto [exact, exact_losses] = run(WireFormat::kFp32);
+  for (const WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16}) {
+    const auto [compressed, losses] = run(wire);
+    EXPECT_FALSE(torch::equal(compressed, exact)) << to_string(wire) << ": compression had no effect";
+    EXPECT_LE(max_relative_difference(compressed, exact), 1e-2) << to_string(wire);
+    if (w.rank() == 0) EXPECT_LE(max_relative_loss_difference(losses, exact_losses), 1e-3) << to_string(wire);
+  }
+}
+
 // Plain SGD: its step is the gradient times the rate, so a gradient summed instead of
 // averaged (or averaged twice) over the replicas shows in the parameters and the losses.
 TEST(DataParallel, SgdGivesTheSameParametersAndLosses) {

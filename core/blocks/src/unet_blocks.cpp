@@ -82,29 +82,38 @@ torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
     return torch::convolution(input, weight, bias, stride, pad, dil, transposed_, outpad, 1);
   if (!transposed_) return pointwise_or_convolution(input, weight, bias, stride, pad);
   // A transposed convolution whose kernel equals its stride touches each output pixel from
-  // exactly one input pixel: it is a 1×1 convolution to k^D·out channels, ordered (k…, out)
-  // and with the bias folded in, followed by a depth-to-space shuffle. Same arithmetic, on
-  // the fast convolution path instead of im2col + BLAS. The shuffle is one copy that writes
-  // the output in the input's memory format: a channels-last output keeps the concatenation
-  // and the next convolution free of layout copies (a fifth of a training step otherwise).
+  // exactly one input pixel: it is a 1×1 convolution to k^D·out channels followed by a
+  // depth-to-space shuffle. Same arithmetic, on the fast convolution path instead of im2col +
+  // BLAS. The shuffle is one copy that writes the output in the input's memory format:
+  //   - channels-last: channels ordered (k…, out) and the bias folded into the convolution, so
+  //     the copy moves whole pixels' channel vectors and the output is channels-last, keeping
+  //     the concatenation and the next convolution free of layout copies (a fifth of a
+  //     training step otherwise);
+  //   - contiguous: channels ordered (out, k…), the bias added after the shuffle.
   const int64_t in = weight.size(0), out = weight.size(1), k = stride_;
-  std::vector<int64_t> perm, wshape{-1, in}, kernel_split, one(dims_, 1), zero(dims_, 0);
-  for (int d = 0; d < dims_; ++d) perm.push_back(2 + d);
-  perm.insert(perm.end(), {1, 0});
-  for (int d = 0; d < dims_; ++d) wshape.push_back(1), kernel_split.push_back(k);
-  kernel_split.push_back(out);
-  const torch::Tensor w = weight.permute(perm).reshape(wshape);
-  const torch::Tensor z = pointwise_or_convolution(input, w, bias.repeat({w.size(0) / out}), one, zero);
-  // z: (N, k…, out, spatial…) after the split; interleave each k after its spatial axis.
-  const torch::Tensor zs = z.unflatten(1, kernel_split);
   const bool channels_last = input.dim() > 3 && input.suggest_memory_format() != at::MemoryFormat::Contiguous;
+  std::vector<int64_t> perm, wshape{-1, in}, kernel_split, one(dims_, 1), zero(dims_, 0);
+  if (!channels_last) perm.push_back(1), kernel_split.push_back(out);
+  for (int d = 0; d < dims_; ++d) perm.push_back(2 + d), wshape.push_back(1), kernel_split.push_back(k);
+  if (channels_last) perm.push_back(1), kernel_split.push_back(out);
+  perm.push_back(0);
+  const torch::Tensor w = weight.permute(perm).reshape(wshape);
+  // z split: (N, k…, out, spatial…) channels-last, (N, out, k…, spatial…) contiguous.
+  const torch::Tensor z = pointwise_or_convolution(input, w, channels_last ? bias.repeat({w.size(0) / out}) : torch::Tensor(),
+                                                   one, zero);
+  const torch::Tensor zs = z.unflatten(1, kernel_split);
   std::vector<int64_t> order{0}, merged{z.size(0)};
-  if (!channels_last) order.push_back(1 + dims_), merged.push_back(out);
+  if (!channels_last) order.push_back(1), merged.push_back(out);
+  const int k_axis = channels_last ? 1 : 2;  // the first k axis of zs
   for (int d = 0; d < dims_; ++d) {
-    order.insert(order.end(), {2 + dims_ + d, 1 + d});
+    order.insert(order.end(), {2 + dims_ + d, k_axis + d});
     merged.push_back(z.size(2 + d) * k);
   }
-  if (!channels_last) return zs.permute(order).contiguous().view(merged);
+  if (!channels_last) {
+    std::vector<int64_t> bshape(dims_ + 2, 1);
+    bshape[1] = out;
+    return zs.permute(order).reshape(merged) + bias.view(bshape);
+  }
   order.push_back(1 + dims_);
   merged.push_back(out);
   std::vector<int64_t> to_logical{0, dims_ + 1};

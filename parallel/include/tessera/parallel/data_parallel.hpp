@@ -31,11 +31,15 @@ struct DataParallelOptions {
   int64_t first_bucket_bytes = int64_t{1} << 20;
   bool writes_outputs = true;                ///< set on exactly one rank (world rank 0)
   bool overlap = true;                       ///< reduce buckets during backward (false: all after it)
+  /// Gradients on the wire: fp32 (exact: P ranks equal one process) or 16-bit with error
+  /// feedback (half the bytes; no longer exact), one residual per bucket kept across steps.
+  WireFormat compression = WireFormat::kFp32;
 
   DataParallelOptions& with_fusion_bytes(int64_t v) { fusion_bytes = v; return *this; }
   DataParallelOptions& with_first_bucket_bytes(int64_t v) { first_bucket_bytes = v; return *this; }
   DataParallelOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
   DataParallelOptions& with_overlap(bool v) { overlap = v; return *this; }
+  DataParallelOptions& with_compression(WireFormat w) { compression = w; return *this; }
   /// Throws tessera::Error naming the bad field.
   void validate() const;
 };
@@ -74,6 +78,7 @@ class DataParallelHooks final : public TrainHooks {
   /// Buckets posted during a backward (overlapped) so far.
   int64_t buckets_overlapped() const { return overlapped_; }
   const CommunicationTimeline& timeline() const { return timeline_; }
+  WireFormat compression() const { return options_.compression; }
 
   DataParallelHooks(const DataParallelHooks&) = delete;
   DataParallelHooks& operator=(const DataParallelHooks&) = delete;
@@ -89,6 +94,7 @@ class DataParallelHooks final : public TrainHooks {
   int64_t buckets_ = 0, bytes_ = 0, overlapped_ = 0;
   CommunicationTimeline timeline_;
   std::optional<StepCommunication> last_;  ///< the last step's (metrics.jsonl)
+  std::vector<torch::Tensor> residuals_;   ///< per bucket: the compression's error feedback
   std::unique_ptr<Overlap> overlap_;
 };
 
