@@ -29,18 +29,18 @@ def main():
     self_us, total_us, calls = collections.Counter(), collections.Counter(), collections.Counter()
     for evs in by_thread.values():
         evs.sort(key=lambda e: (e["ts"], -e["dur"]))
-        stack = []  # [end, name, child time]
+        stack = []  # (end, name) of the operators enclosing the current one
         for e in evs:
             while stack and stack[-1][0] <= e["ts"]:
-                end, name, child = stack.pop()
-            start, dur = e["ts"], e["dur"]
+                stack.pop()
+            dur = e["dur"]
             calls[e["name"]] += 1
-            if not any(s[1] == e["name"] for s in stack):  # recursion counted once in total
+            if not any(name == e["name"] for _, name in stack):  # recursion counted once in total
                 total_us[e["name"]] += dur
             self_us[e["name"]] += dur
             if stack:
                 self_us[stack[-1][1]] -= dur
-            stack.append([start + dur, e["name"], 0])
+            stack.append((e["ts"] + dur, e["name"]))
     span = (max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)) / 1e6
     inside = sum(self_us.values()) / 1e6
     print(f"{a.trace}: {len(events)} operator calls over {span:.3f} s; {inside:.3f} s inside operators "
