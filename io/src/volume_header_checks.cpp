@@ -413,8 +413,11 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
     } else if (name == "compresseddata") {
       // As MetaIO reads a flag: past every separator and space, true when it starts with T, t
       // or 1 ("CompressedData == 1" is compressed to MetaIO; found by tests/fuzz/fuzz_volume).
+      // Any line that says so counts: a repeated field must not unsay it (MetaIO may keep the
+      // first; found by tests/fuzz/fuzz_volume, regressions/volume/metaio_compressed_repeated.mha).
       const size_t start = value.find_first_not_of("=: \t");
-      compressed = start != std::string::npos && (value[start] == 'T' || value[start] == 't' || value[start] == '1');
+      compressed = compressed ||
+                   (start != std::string::npos && (value[start] == 'T' || value[start] == 't' || value[start] == '1'));
     } else if (name == "compresseddatasize") {
       char* rest = nullptr;
       compressed_size = std::strtoll(value.c_str(), &rest, 10);

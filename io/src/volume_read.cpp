@@ -11,6 +11,7 @@
 #include <itkGDCMImageIO.h>
 #include <itkImageFileReader.h>
 
+#include "tessera/core/tile_choice.hpp"
 #include "tessera/io/volume.hpp"
 #include "volume_dicom.hpp"
 #include "volume_format.hpp"
@@ -75,7 +76,13 @@ LoadedVolume load(const std::string& path, const ImageOpenOptions& options) {
   } catch (const itk::ExceptionObject& e) {
     fail(path, "cannot read volume: " + detail::short_reason(e));
   } catch (const std::bad_alloc&) {
-    fail(path, "cannot read volume: out of memory");
+    // Either the volume is larger than memory, or a damaged header (a compressed-data size,
+    // the element count) made ITK's reader ask for an absurd buffer: say what the header holds.
+    const int64_t declared = v.io ? static_cast<int64_t>(v.io->GetImageSizeInBytes()) : 0;
+    fail(path, "cannot read volume: out of memory" +
+                   (declared > 0 ? " (its header declares " + format_bytes(declared) +
+                                       " of voxels; more than that means a damaged header or data size)"
+                                 : std::string()));
   }
   return v;
 }
