@@ -13,8 +13,12 @@ double median_of(std::vector<double> v) {
 }
 
 double median_step_seconds(const std::string& metrics_path) {
+  return median_step_seconds(read_metrics(metrics_path).steps);
+}
+
+double median_step_seconds(const std::vector<StepMetrics>& metrics) {
   std::vector<double> elapsed;
-  for (const StepMetrics& m : read_metrics(metrics_path).steps) elapsed.push_back(m.elapsed_s);
+  for (const StepMetrics& m : metrics) elapsed.push_back(m.elapsed_s);
   std::vector<double> steps;
   for (size_t i = 1; i < elapsed.size(); ++i) steps.push_back(elapsed[i] - elapsed[i - 1]);
   return median_of(steps);

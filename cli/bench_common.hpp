@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/core/train_observer.hpp"
+
 namespace tessera::cli {
 
 /// A deterministic 4-band scene of side n (tessera-make-sample), generated once into
@@ -26,6 +28,8 @@ double median_of(std::vector<double> v);
 /// Median seconds per step of a finished run's metrics.jsonl (elapsed_s differences; the
 /// first step, which includes start-up, left out as PyTorch references do).
 double median_step_seconds(const std::string& metrics_path);
+/// The same of steps already read (read_metrics(path).steps).
+double median_step_seconds(const std::vector<StepMetrics>& steps);
 
 /// `bench train`, attached to the `bench` subcommand.
 void register_bench_train(CLI::App& bench);

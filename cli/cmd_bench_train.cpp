@@ -53,12 +53,11 @@ TesseraRun tessera_run(const Flags& f, const fs::path& config, const fs::path& r
   if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
   const ChildResult t = run_child(cmd, true);
   if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
-  const std::string metrics = RunLayout(run.string()).metrics();
+  const std::vector<StepMetrics> steps = read_metrics(RunLayout(run.string()).metrics()).steps;
   TesseraRun r;
-  r.step_seconds = median_step_seconds(metrics);
+  r.step_seconds = median_step_seconds(steps);
   std::vector<double> busy, exposed;
   double hidden = 0, busy_total = 0;
-  const std::vector<StepMetrics> steps = read_metrics(metrics).steps;
   for (size_t k = 1; k < steps.size(); ++k)  // the first step warms up, as for the step time
     if (const std::optional<StepCommunication>& c = steps[k].communication) {
       busy.push_back(1e3 * c->busy_s);

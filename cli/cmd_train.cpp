@@ -317,13 +317,20 @@ void check_spatial(const RunConfig& c, int spatial, const std::string& config) {
 }
 
 // What the parallel modes refuse, refused before the run starts.
+// parallel.gradient_compression → the format gradients travel in: none (or fp32), bf16, fp16.
+parallel::Precision gradient_wire(const std::string& s) {
+  if (s == "none" || s == "fp32") return parallel::Precision::kFp32;
+  if (s == "bf16" || s == "fp16") return parallel::parse_precision(s);
+  throw Error("'" + s + "' is not one of none, bf16, fp16");
+}
+
 void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const std::string& config) {
   const TrainOptions& t = c.train;
   const UNetOptions& model = c.model.options;
   const int micro_batches = c.parallel.micro_batches;
   if (grid.shape().spatial > 1 || !c.parallel.sp_mesh.empty()) check_spatial(c, grid.shape().spatial, config);
   try {
-    if (parallel::parse_wire_format(c.parallel.gradient_compression) != parallel::WireFormat::kFp32 &&
+    if (gradient_wire(c.parallel.gradient_compression) != parallel::Precision::kFp32 &&
         (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
       throw Error(c.parallel.gradient_compression +
                   " is for data parallelism only (pipeline stages and spatial blocks sum gradients in fp32)");
@@ -389,7 +396,7 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
     auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()
                                                                            .with_fusion_bytes(int64_t(p.fusion_mib * (1 << 20)))
                                                                            .with_overlap(p.overlap_allreduce)
-                                                                           .with_compression(parallel::parse_wire_format(p.gradient_compression))
+                                                                           .with_compression(gradient_wire(p.gradient_compression))
                                                                            .with_writes_outputs(grid.is_root()));
     out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
     out.data = h.get();
@@ -497,7 +504,7 @@ void print_communication(const parallel::DataParallelHooks& h) {
                 (long long)h.buckets_reduced());
     return;
   }
-  const std::string wire = h.compression() == parallel::WireFormat::kFp32
+  const std::string wire = h.compression() == parallel::Precision::kFp32
                                ? ""
                                : " (gradients sent in " + parallel::to_string(h.compression()) + ", error feedback)";
   std::printf("data parallel: %.1f buckets per step, %.1f posted during the backward; communication %.2f ms per step, "

@@ -89,7 +89,7 @@ struct ParallelConfig {
   std::string sp_mesh;  ///< blocks per spatial axis with sp > 1 ("2x2"); empty = split along the first axis
   double fusion_mib = 25;
   bool overlap_allreduce = true;  ///< reduce gradient buckets during the backward
-  std::string gradient_compression = "none";  ///< none, bf16 or fp16 (parallel::WireFormat)
+  std::string gradient_compression = "none";  ///< none, bf16 or fp16 (gradient_wire in cmd_train.cpp)
   int micro_batches = 0;
   std::string schedule = "1f1b";
   std::string activation_checkpoint = "never";

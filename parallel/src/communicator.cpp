@@ -48,23 +48,7 @@ void allreduce_sum_packed(Communicator& group, const std::vector<torch::Tensor>&
   unpack(packed, tensors);
 }
 
-std::string to_string(WireFormat w) {
-  switch (w) {
-    case WireFormat::kFp32: return "none";
-    case WireFormat::kBf16: return "bf16";
-    case WireFormat::kFp16: return "fp16";
-  }
-  return "none";
-}
-
-WireFormat parse_wire_format(const std::string& s) {
-  if (s == "none" || s == "fp32") return WireFormat::kFp32;
-  if (s == "bf16") return WireFormat::kBf16;
-  if (s == "fp16") return WireFormat::kFp16;
-  throw Error("'" + s + "' is not one of none, bf16, fp16");
-}
-
-PackedAllreduce::PackedAllreduce(Communicator& group, std::vector<torch::Tensor> tensors, WireFormat wire,
+PackedAllreduce::PackedAllreduce(Communicator& group, std::vector<torch::Tensor> tensors, Precision wire,
                                  torch::Tensor* residual)
     : tensors_(std::move(tensors)) {
   if (group.size() == 1 || tensors_.empty()) {
@@ -72,14 +56,14 @@ PackedAllreduce::PackedAllreduce(Communicator& group, std::vector<torch::Tensor>
     return;
   }
   packed_ = pack(tensors_);
-  if (wire != WireFormat::kFp32) {
+  if (wire != Precision::kFp32) {
     TESSERA_CHECK(packed_.scalar_type() == torch::kFloat);
     if (residual) {
       if (!residual->defined() || residual->numel() != packed_.numel()) *residual = torch::zeros_like(packed_);
       packed_.add_(*residual);
     }
     const torch::Tensor wide = packed_;
-    packed_ = wide.to(wire == WireFormat::kBf16 ? torch::kBFloat16 : torch::kHalf);
+    packed_ = wide.to(wire == Precision::kBf16 ? torch::kBFloat16 : torch::kHalf);
     if (residual) *residual = wide - packed_.to(torch::kFloat);
   }
   pending_ = group.iallreduce(packed_, ReduceOp::kSum);

@@ -122,10 +122,9 @@ struct DataParallelHooks::Overlap {
   bool armed = false;
   size_t next = 0;  // the first bucket not yet posted
 
-  void post(Communicator& data, size_t k, WireFormat wire, std::vector<torch::Tensor>& residuals) {
+  void post(Communicator& data, size_t k, Precision wire, torch::Tensor* residual) {
     Bucket& b = buckets[k];
-    if (residuals.size() < buckets.size()) residuals.resize(buckets.size());
-    b.op = std::make_unique<PackedAllreduce>(data, bucket_gradients(params, b.params), wire, &residuals[k]);
+    b.op = std::make_unique<PackedAllreduce>(data, bucket_gradients(params, b.params), wire, residual);
     b.posted = now_seconds();
     b.arrived = -1;
   }
@@ -182,7 +181,7 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
       // Strictly in bucket order: every replica posts the same collectives in the same order.
       while (ov.next < ov.buckets.size() &&
              ov.buckets[ov.next].ready == static_cast<int>(ov.buckets[ov.next].params.size()))
-        ov.post(data_, ov.next++, options_.compression, residuals_);
+        post_next(ov);
       ov.poll();
     };
     for (size_t i = 0; i < o.params.size(); ++i) {
@@ -200,15 +199,25 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
   o.armed = true;
 }
 
+torch::Tensor* DataParallelHooks::residual(size_t k) {
+  if (options_.compression == Precision::kFp32) return nullptr;
+  if (residuals_.size() <= k) residuals_.resize(k + 1);
+  return &residuals_[k];
+}
+
+void DataParallelHooks::post_next(Overlap& o) {
+  o.post(data_, o.next, options_.compression, residual(o.next));
+  ++o.next;
+}
+
 void DataParallelHooks::reduce_blocking(UNet& net) {
   const double start = now_seconds();
   const std::vector<torch::Tensor> params = reduced_parameters(net);
   StepCommunication step;
   const std::vector<std::vector<int>> buckets = make_buckets(params, options_.fusion_bytes, options_.first_bucket_bytes);
-  if (residuals_.size() < buckets.size()) residuals_.resize(buckets.size());
   for (size_t k = 0; k < buckets.size(); ++k) {
     const std::vector<int>& bucket = buckets[k];
-    PackedAllreduce(data_, bucket_gradients(params, bucket), options_.compression, &residuals_[k]).finish();
+    PackedAllreduce(data_, bucket_gradients(params, bucket), options_.compression, residual(k)).finish();
     ++buckets_;
     ++step.buckets;
     bytes_ += bucket_bytes(params, bucket);
@@ -227,7 +236,7 @@ void DataParallelHooks::on_gradients(UNet& net) {
   o.poll();
   const size_t posted_during_backward = o.next;
   overlapped_ += static_cast<int64_t>(posted_during_backward);
-  while (o.next < o.buckets.size()) o.post(data_, o.next++, options_.compression, residuals_);  // parameters no backward reached
+  while (o.next < o.buckets.size()) post_next(o);  // parameters no backward reached
   std::vector<std::pair<double, double>> spans;
   for (auto& b : o.buckets) {
     b.op->finish();

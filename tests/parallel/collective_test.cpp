@@ -125,7 +125,9 @@ TEST(Collective, NonBlockingAllreducesEqualTheBlockingOnes) {
   EXPECT_TRUE(op.test());
   EXPECT_TRUE(torch::equal(packed[0], blocking[0]));
   EXPECT_TRUE(torch::equal(packed[1], blocking[1]));
-  if (w.size() > 1) EXPECT_FALSE(torch::equal(packed[0], a0));  // the sums arrived
+  if (w.size() > 1) {
+    EXPECT_FALSE(torch::equal(packed[0], a0));  // the sums arrived
+  }
 }
 
 // 16-bit floats are summed by MPI user operations: each addition in fp32, rounded back. With
@@ -133,7 +135,7 @@ TEST(Collective, NonBlockingAllreducesEqualTheBlockingOnes) {
 TEST(Collective, SixteenBitFloatSumsRoundEachAddition) {
   Communicator& w = world();
   const int p = w.size();
-  for (const auto [type, half_ulp] : {std::pair{torch::kBFloat16, 1.0 / 256}, std::pair{torch::kHalf, 1.0 / 2048}}) {
+  for (const auto& [type, half_ulp] : {std::pair{torch::kBFloat16, 1.0 / 256}, std::pair{torch::kHalf, 1.0 / 2048}}) {
     std::vector<torch::Tensor> inputs;  // every rank's input, drawn here from its seed
     for (int r = 0; r < p; ++r) {
       torch::manual_seed(20 + r);
@@ -167,7 +169,7 @@ TEST(Collective, CompressedPackedAllreduceFeedsItsRoundingErrorForward) {
     torch::Tensor residual, applied = torch::zeros({8}, torch::kDouble);
     for (int k = 0; k < steps; ++k) {
       std::vector<torch::Tensor> grads{torch::full({8}, g)};
-      PackedAllreduce(*pair, grads, WireFormat::kBf16, feedback ? &residual : nullptr).finish();
+      PackedAllreduce(*pair, grads, Precision::kBf16, feedback ? &residual : nullptr).finish();
       applied += grads[0].to(torch::kDouble);
     }
     const double drift = (applied - 2 * steps * g).abs().max().item<double>();

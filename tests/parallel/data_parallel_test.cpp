@@ -42,6 +42,14 @@ UNetOptions tiny() {
   return unet_preset("unet-tiny").with_in_channels(2).with_classes(3).with_base_filters(4);
 }
 
+// One run directory for the whole job, named by rank 0's pid (collective: every rank calls it);
+// only the rank whose hooks write outputs writes into it.
+std::string job_dir(Communicator& w, const std::string& name) {
+  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
+  w.broadcast(pid, 0);
+  return (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-" + name)).string();
+}
+
 std::string temp_dir(const std::string& name) {
   const auto d = fs::temp_directory_path() / ("tessera-dp-" + std::to_string(::getpid()) + "-" + name);
   fs::create_directories(d);
@@ -138,11 +146,7 @@ void expect_same_as_one_rank(int64_t fusion_bytes, bool augment, const std::stri
   LossRecorder recorder;
   const torch::Tensor single = train_once(b * w.size(), &recorder, reference, augment, sync_bn, optimizer);
   fs::remove_all(reference);
-  // One run directory for the job (rank 0's pid); only rank 0 writes into it.
-  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
-  w.broadcast(pid, 0);
-  const std::string run =
-      (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-" + name + "-dp")).string();
+  const std::string run = job_dir(w, name + "-dp");
   DataParallelHooks hooks(w, DataParallelOptions().with_fusion_bytes(fusion_bytes).with_writes_outputs(w.rank() == 0));
   std::vector<double> losses;
   hooks.set_step_callback([&losses](int64_t, double loss) { losses.push_back(loss); });
@@ -194,12 +198,8 @@ TEST(DataParallel, SmallBucketsGiveTheSameParameters) {
 TEST(DataParallel, OverlappedBucketsEqualTheBlockingPathBitForBit) {
   Communicator& w = world();
   ASSERT_GE(w.size(), 2) << "run under mpirun -np 2 or 4";
-  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
-  w.broadcast(pid, 0);
   auto run = [&](bool overlap) {
-    const std::string dir = (fs::temp_directory_path() / ("tessera-dp-" + std::to_string(pid.item<int64_t>()) +
-                                                          (overlap ? "-overlap" : "-blocking")))
-                                .string();
+    const std::string dir = job_dir(w, overlap ? "overlap" : "blocking");
     DataParallelHooks hooks(
         w, DataParallelOptions().with_fusion_bytes(4096).with_overlap(overlap).with_writes_outputs(w.rank() == 0));
     torch::Tensor params = train_once(2, &hooks, dir, /*augment=*/true, /*sync_bn=*/false, OptimizerKind::kAdam);
@@ -258,12 +258,8 @@ TEST(DataParallel, OverlappedBucketsEqualTheBlockingPathBitForBit) {
 TEST(DataParallel, Bf16CompressedGradientsTrainLikeTheExactRun) {
   Communicator& w = world();
   ASSERT_GE(w.size(), 2) << "run under mpirun -np 2 or 4";
-  torch::Tensor pid = torch::tensor({int64_t(::getpid())});
-  w.broadcast(pid, 0);
-  auto run = [&](WireFormat wire) {
-    const std::string dir = (fs::temp_directory_path() /
-                             ("tessera-dp-" + std::to_string(pid.item<int64_t>()) + "-wire-" + to_string(wire)))
-                                .string();
+  auto run = [&](Precision wire) {
+    const std::string dir = job_dir(w, "wire-" + to_string(wire));
     DataParallelHooks hooks(w, DataParallelOptions().with_fusion_bytes(4096).with_compression(wire).with_writes_outputs(
                                    w.rank() == 0));
     const torch::Tensor params = train_once(2, &hooks, dir, /*augment=*/true);
@@ -275,12 +271,14 @@ TEST(DataParallel, Bf16CompressedGradientsTrainLikeTheExactRun) {
     }
     return std::pair{params, logged};
   };
-  const auto [exact, exact_losses] = run(WireFormat::kFp32);
-  for (const WireFormat wire : {WireFormat::kBf16, WireFormat::kFp16}) {
+  const auto [exact, exact_losses] = run(Precision::kFp32);
+  for (const Precision wire : {Precision::kBf16, Precision::kFp16}) {
     const auto [compressed, losses] = run(wire);
     EXPECT_FALSE(torch::equal(compressed, exact)) << to_string(wire) << ": compression had no effect";
     EXPECT_LE(max_relative_difference(compressed, exact), 1e-2) << to_string(wire);
-    if (w.rank() == 0) EXPECT_LE(max_relative_loss_difference(losses, exact_losses), 1e-3) << to_string(wire);
+    if (w.rank() == 0) {
+      EXPECT_LE(max_relative_loss_difference(losses, exact_losses), 1e-3) << to_string(wire);
+    }
   }
 }
 

@@ -9,11 +9,9 @@
 #include <filesystem>
 #include <string>
 
-namespace tessera::parallel {
+#include "tessera/parallel/precision.hpp"
 
-enum class Precision { kFp32, kFp16, kBf16 };
-std::string to_string(Precision p);         ///< fp32, fp16, bf16
-Precision parse_precision(const std::string& s);  ///< throws tessera::Error naming --precision
+namespace tessera::parallel {
 
 /// Convolution throughput as a fraction of peak against the work one kernel launch sees:
 ///   eff(n) = e_max · n / (n + n_half),  n = batch × output positions (side^D),

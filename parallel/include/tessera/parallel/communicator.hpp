@@ -18,6 +18,8 @@
 
 #include <torch/types.h>
 
+#include "tessera/parallel/precision.hpp"
+
 namespace tessera::parallel {
 
 enum class ReduceOp { kSum, kAverage, kMax, kMin };
@@ -89,25 +91,19 @@ class Communicator {
 /// flat buffer, one allreduce, unpacked in place (fewer, larger messages than one each).
 void allreduce_sum_packed(Communicator& group, const std::vector<torch::Tensor>& tensors);
 
-/// What a packed allreduce sends. kFp32: the fp32 values, exact. kBf16 / kFp16: half the
-/// bytes, with error feedback: the packed values plus the residual left by the previous call
-/// are rounded (to nearest even) to the 16-bit format, the rounding error becomes the new
-/// residual, and the 16-bit values are summed (each addition in fp32, rounded back). What one
-/// call loses is sent by the next, so over many steps the applied sum tracks the true one
-/// within one rounding instead of drifting; a single sum is no longer exact.
-enum class WireFormat { kFp32, kBf16, kFp16 };
-/// "none" (kFp32), "bf16", "fp16"; parse throws tessera::Error naming the value.
-std::string to_string(WireFormat w);
-WireFormat parse_wire_format(const std::string& s);
-
 /// allreduce_sum_packed, non-blocking: the constructor packs the tensors into one flat buffer
 /// (the same layout, hence bit for bit the same sums) and posts its iallreduce; finish()
-/// waits and writes the sums back into the tensors. Not copyable. With a 16-bit `wire`,
-/// `residual` (a flat fp32 tensor kept by the caller between calls; undefined or of another
-/// size = zeros) carries the error feedback; nullptr: none.
+/// waits and writes the sums back into the tensors. Not copyable.
+///
+/// `wire` is what travels. kFp32: the fp32 values, exact. kBf16 / kFp16: half the bytes, with
+/// error feedback: the packed values plus `residual` (a flat fp32 tensor the caller keeps
+/// between calls; undefined or of another size = zeros; nullptr = no feedback) are rounded to
+/// nearest even, the rounding error becomes the new residual, and the 16-bit values are summed
+/// (each addition in fp32, rounded back). What one call loses the next one sends, so over many
+/// steps the applied sum tracks the true one within one rounding; a single sum is not exact.
 class PackedAllreduce {
  public:
-  PackedAllreduce(Communicator& group, std::vector<torch::Tensor> tensors, WireFormat wire = WireFormat::kFp32,
+  PackedAllreduce(Communicator& group, std::vector<torch::Tensor> tensors, Precision wire = Precision::kFp32,
                   torch::Tensor* residual = nullptr);
   bool test();    ///< progresses; true once the sums have arrived (finish() then does not block)
   void finish();  ///< waits, then unpacks; idempotent

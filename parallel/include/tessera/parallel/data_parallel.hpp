@@ -33,13 +33,13 @@ struct DataParallelOptions {
   bool overlap = true;                       ///< reduce buckets during backward (false: all after it)
   /// Gradients on the wire: fp32 (exact: P ranks equal one process) or 16-bit with error
   /// feedback (half the bytes; no longer exact), one residual per bucket kept across steps.
-  WireFormat compression = WireFormat::kFp32;
+  Precision compression = Precision::kFp32;
 
   DataParallelOptions& with_fusion_bytes(int64_t v) { fusion_bytes = v; return *this; }
   DataParallelOptions& with_first_bucket_bytes(int64_t v) { first_bucket_bytes = v; return *this; }
   DataParallelOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
   DataParallelOptions& with_overlap(bool v) { overlap = v; return *this; }
-  DataParallelOptions& with_compression(WireFormat w) { compression = w; return *this; }
+  DataParallelOptions& with_compression(Precision w) { compression = w; return *this; }
   /// Throws tessera::Error naming the bad field.
   void validate() const;
 };
@@ -78,7 +78,7 @@ class DataParallelHooks final : public TrainHooks {
   /// Buckets posted during a backward (overlapped) so far.
   int64_t buckets_overlapped() const { return overlapped_; }
   const CommunicationTimeline& timeline() const { return timeline_; }
-  WireFormat compression() const { return options_.compression; }
+  Precision compression() const { return options_.compression; }
 
   DataParallelHooks(const DataParallelHooks&) = delete;
   DataParallelHooks& operator=(const DataParallelHooks&) = delete;
@@ -87,6 +87,10 @@ class DataParallelHooks final : public TrainHooks {
  private:
   struct Overlap;  // buckets, gradient hooks and posted allreduces (data_parallel.cpp)
   void reduce_blocking(UNet& net);
+  /// Bucket k's error-feedback residual with gradient compression; nullptr without.
+  torch::Tensor* residual(size_t k);
+  /// Posts the overlap's next bucket (in bucket order) and advances to the one after.
+  void post_next(Overlap& o);
 
   Communicator& data_;
   DataParallelOptions options_;
