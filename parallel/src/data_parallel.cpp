@@ -200,7 +200,7 @@ void DataParallelHooks::before_backward(UNet& net, bool last) {
 }
 
 torch::Tensor* DataParallelHooks::residual(size_t k) {
-  if (options_.compression == Precision::kFp32) return nullptr;
+  if (options_.compression == Precision::kFp32 || !options_.error_feedback) return nullptr;
   if (residuals_.size() <= k) residuals_.resize(k + 1);
   return &residuals_[k];
 }

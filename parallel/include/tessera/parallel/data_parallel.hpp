@@ -34,12 +34,17 @@ struct DataParallelOptions {
   /// Gradients on the wire: fp32 (exact: P ranks equal one process) or 16-bit with error
   /// feedback (half the bytes; no longer exact), one residual per bucket kept across steps.
   Precision compression = Precision::kFp32;
+  /// With compression: carry each bucket's rounding error into the next step (error feedback,
+  /// the default), so the applied gradients track the true ones over many steps. Off, every
+  /// step's rounding is lost, as with PyTorch's bf16_compress_hook: kept for comparison.
+  bool error_feedback = true;
 
   DataParallelOptions& with_fusion_bytes(int64_t v) { fusion_bytes = v; return *this; }
   DataParallelOptions& with_first_bucket_bytes(int64_t v) { first_bucket_bytes = v; return *this; }
   DataParallelOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
   DataParallelOptions& with_overlap(bool v) { overlap = v; return *this; }
   DataParallelOptions& with_compression(Precision w) { compression = w; return *this; }
+  DataParallelOptions& with_error_feedback(bool v) { error_feedback = v; return *this; }
   /// Throws tessera::Error naming the bad field.
   void validate() const;
 };
