@@ -47,6 +47,7 @@
 #include "tessera/io/resample.hpp"
 #include "tessera/io/stac.hpp"
 #include "tessera/io/vector_export.hpp"
+#include "tessera/run/output_set.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/parallel/device_monitor.hpp"
 #include "tessera/parallel/planner.hpp"
@@ -132,12 +133,14 @@ io::VectorizeOptions vectorize_options(const Flags& f, const std::vector<std::st
   return o;
 }
 
-void vectorize(const Flags& f, const std::string& labels, io::VectorizeOptions options) {
+// Polygons of `labels` (staged) into `polygons` (staged); the summary names the final files.
+void vectorize(const Flags& f, const OutputSet& outputs, const std::string& labels, const std::string& polygons,
+               io::VectorizeOptions options) {
   ProgressBar bar("vectorize", 100, "%", !f.no_progress);
   options.with_progress([&](double x) { bar.update(static_cast<int64_t>(x * 100)); });
-  const io::VectorizeReport r = io::vectorize_labels(labels, f.vectorize, options);
+  const io::VectorizeReport r = io::vectorize_labels(labels, polygons, options);
   bar.finish();
-  std::printf("%s -> %s: %lld polygons", labels.c_str(), f.vectorize.c_str(), (long long)r.features);
+  std::printf("%s -> %s: %lld polygons", outputs.final_of(labels).c_str(), f.vectorize.c_str(), (long long)r.features);
   if (f.min_area > 0) std::printf(" (%lld below --min-area dropped)", (long long)r.dropped);
   std::printf(", %.2f s\n", r.seconds);
 }
@@ -274,8 +277,9 @@ Block<float> to_block_f32(const torch::Tensor& t) {
 // `image` is what the network reads: `original`, or `original` resampled to the model's
 // spacing, in which case the labels are resampled back onto original's grid (nearest).
 InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& image, const ImageSource& original,
-                               const Normalization& norm, const std::string& output, const InferenceOptions& options,
-                               bool writes, const std::vector<std::string>& class_names, const io::LabelStyle& style) {
+                               const Normalization& norm, const std::string& output, const std::string& probabilities,
+                               const InferenceOptions& options, bool writes,
+                               const std::vector<std::string>& class_names, const io::LabelStyle& style) {
   auto make_parent = [](const std::string& path) {
     if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
   };
@@ -294,8 +298,8 @@ InferenceReport infer_to_files(const Flags& f, UNet& net, const ImageSource& ima
   }
   std::optional<io::ProbabilityRasterWriter> probs;
   if (writes) {
-    make_parent(f.probabilities);
-    probs.emplace(io::ProbabilityRasterOptions(f.probabilities, image.info().extent, image.info().geo,
+    make_parent(probabilities);
+    probs.emplace(io::ProbabilityRasterOptions(probabilities, image.info().extent, image.info().geo,
                                                static_cast<int>(net->options().classes))
                       .with_class_names(class_names)
                       .with_cog(f.cog));
@@ -332,10 +336,12 @@ SceneMaker scene_maker(const Flags& f, const LoadedCheckpoint& loaded) {
   return {f.model.preset + " " + options.dump() + " (random init, seed " + std::to_string(f.seed) + ")", ""};
 }
 
-// The STAC item of a finished label raster, written last (its presence marks the scene done).
+// The STAC item of a finished label raster (its presence marks the scene done), staged with
+// the run's other outputs: it names their final paths.
 void write_item(const Flags& f, const LoadedCheckpoint& loaded, const SceneMaker& maker, const std::string& input,
-                const std::string& output, bool in_folder, bool extras) {
+                const std::string& output, bool in_folder, bool extras, OutputSet& outputs) {
   io::StacItemOptions o(fs::path(output).stem().string(), output);
+  o.outputs = &outputs;
   o.class_names = loaded.meta.class_names;
   o.classes = static_cast<int>(loaded.net ? loaded.net->options().classes : f.model.resolve().classes);
   o.model = maker.model;
@@ -351,6 +357,7 @@ void write_item(const Flags& f, const LoadedCheckpoint& loaded, const SceneMaker
                               {"data", "labels", "labels-vector"}});
   if (extras && !f.overlay.empty())
     o.extra_assets.push_back({"overlay", f.overlay, "image/png", "labels over the image", {"overview", "visual"}});
+  outputs.stage(io::stac_item_path(output));
   io::write_stac_item(io::stac_item_path(output), o);
 }
 
@@ -394,9 +401,14 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
                          .with_class_names(loaded.meta.class_names)
                          .with_classes(static_cast<int>(net->options().classes))
                          .with_cog(f.cog);
+  // Every output of this image is staged and committed together at the end (or not at all).
+  OutputSet outputs;
+  auto staged = [&](const std::string& path) { return path.empty() || !root ? path : outputs.stage(path); };
+  const std::string staged_output = staged(output), staged_probabilities = staged(f.probabilities),
+                    staged_overlay = staged(f.overlay), staged_polygons = staged(f.vectorize);
   // With --t-srs the network labels the input's grid (a temporary) and the labels are warped.
   const bool warp = !f.t_srs.empty();
-  const std::string labels = warp ? output + ".partial-source-grid.tif" : output;
+  const std::string labels = warp ? staged_output + ".partial-source-grid.tif" : staged_output;
   const io::LabelStyle labels_style = warp ? io::LabelStyle::bare() : style;
   std::optional<parallel::SpatialMesh> mesh;
   if (f.sp > 1) mesh = spatial_mesh(f, static_cast<int>(extent.size()));
@@ -430,12 +442,13 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
     parallel::SampleParallelOptions sp;
     sp.run_dir = f.run_dir;
     sp.inference = options;
+    sp.assemble_into = labels;
     parallel::DeviceMonitorOptions mo;
     mo.run_dir = f.run_dir;
     mo.rank = parallel::world().rank();
     parallel::DeviceMonitor monitor(mo);
     monitor.set_phase("infer");
-    const auto r = parallel::infer_sample_parallel(net, *image, norm, labels, group, sp,
+    const auto r = parallel::infer_sample_parallel(net, *image, norm, warp ? output + ".partial-source-grid.tif" : output, group, sp,
                                                    [&](int64_t done) { monitor.set_tiles_done(done); });
     // The tiles' mosaic lists the ids it holds as "class <id>"; the model's names, every class
     // and --cog need one more pass over it.
@@ -450,7 +463,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
                 input.c_str(), output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped, spread.c_str(),
                 tile.summary().c_str(), r.seconds, group.size(), threads);
   } else {
-    const InferenceReport r = infer_to_files(f, net, *image, *opened, norm, labels, options, root,
+    const InferenceReport r = infer_to_files(f, net, *image, *opened, norm, labels, staged_probabilities, options, root,
                                              loaded.meta.class_names, labels_style);
     if (!root) return;
     std::string spatial;
@@ -464,19 +477,20 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
     if (!f.probabilities.empty()) std::printf("probabilities: %s\n", f.probabilities.c_str());
   }
   if (!f.overlay.empty()) {
-    write_overlay_png(opened->info().path, labels, f.overlay);
+    write_overlay_png(opened->info().path, labels, staged_overlay);
     std::printf("overlay: %s\n", f.overlay.c_str());
   }
   if (warp) {
     io::WarpOptions warp_options = io::WarpOptions(f.t_srs).with_style(style);
     if (f.tr) warp_options.with_resolution(*f.tr);
-    io::warp_label_raster(labels, output, warp_options);
+    io::warp_label_raster(labels, staged_output, warp_options);
     fs::remove(labels);
     std::printf("%s: labels warped to %s (nearest neighbour)\n", output.c_str(), f.t_srs.c_str());
   }
-  if (!f.vectorize.empty()) vectorize(f, output, vector_options);
+  if (!f.vectorize.empty()) vectorize(f, outputs, staged_output, staged_polygons, vector_options);
   if (extent.size() == 2 && !image->info().geo.crs_wkt.empty() && image->info().geo.geotransform.size() == 6)
-    write_item(f, loaded, maker, input, output, in_folder, !in_folder);
+    write_item(f, loaded, maker, input, output, in_folder, !in_folder, outputs);
+  outputs.commit();
   std::fflush(stdout);
 }
 

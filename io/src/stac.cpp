@@ -27,6 +27,7 @@
 #include "tessera/core/image_source.hpp"
 #include "tessera/io/label_style.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/run/output_set.hpp"
 #include "tessera/run/staged_file.hpp"
 
 namespace tessera::io {
@@ -299,8 +300,11 @@ Json labels_asset(const std::string& path, const StacItemOptions& o, const Footp
   return a;
 }
 
-Json extra_asset(const fs::path& folder, const StacAsset& asset) {
-  if (!is_url(asset.href) && !fs::exists(asset.href))
+// Where a file an item names is now: staged by the run's outputs, or in place.
+std::string located(const StacItemOptions& o, const std::string& path) { return o.outputs ? o.outputs->locate(path) : path; }
+
+Json extra_asset(const fs::path& folder, const StacAsset& asset, const StacItemOptions& o) {
+  if (!is_url(asset.href) && !fs::exists(located(o, asset.href)))
     throw Error(asset.href + ": asset '" + asset.key + "' does not exist");
   Json a = {{"href", href_for(folder, asset.href)}};
   const std::string type = asset.media_type.empty() ? media_type_of(asset.href) : asset.media_type;
@@ -344,7 +348,7 @@ Json item_links(const std::string& path, const StacItemOptions& o) {
 }
 
 Json item_json(const std::string& path, const StacItemOptions& o) {
-  const Footprint fp = read_footprint(o.raster);
+  const Footprint fp = read_footprint(located(o, o.raster));
   LabelStyle style;
   style.class_names = o.class_names;
   Json ring = Json::array();
@@ -360,7 +364,7 @@ Json item_json(const std::string& path, const StacItemOptions& o) {
   item["links"] = item_links(path, o);
   Json assets = {{"labels", labels_asset(path, o, fp, style)}};
   const fs::path folder = absolute_path(path).parent_path();
-  for (const StacAsset& a : o.extra_assets) assets[a.key] = extra_asset(folder, a);
+  for (const StacAsset& a : o.extra_assets) assets[a.key] = extra_asset(folder, a, o);
   item["assets"] = assets;
   return item;
 }
@@ -411,7 +415,7 @@ std::string stac_item_path(const std::string& raster) {
 void write_stac_item(const std::string& path, const StacItemOptions& options) {
   options.validate();
   const Json item = item_json(path, options);
-  write_file_atomically(path, {pretty(item)});
+  write_file_atomically(located(options, path), {pretty(item)});
 }
 
 StacItemSummary read_stac_item(const std::string& path) {

@@ -83,8 +83,9 @@ SampleParallelReport infer_sample_parallel(UNet& net, const ImageSource& source,
       paths.push_back(io::label_tile_path(report.tiles_dir, info, i));
       insets.push_back(grid.tile(i).inset);
     }
-    if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path());
-    io::assemble_label_tiles(paths, insets, output, info);
+    const std::string& into = options.assemble_into.empty() ? output : options.assemble_into;
+    if (fs::path(into).has_parent_path()) fs::create_directories(fs::path(into).parent_path());
+    io::assemble_label_tiles(paths, insets, into, info);
   }
   group.barrier();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

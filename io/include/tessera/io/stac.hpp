@@ -25,6 +25,10 @@
 #include <string>
 #include <vector>
 
+namespace tessera {
+class OutputSet;
+}
+
 namespace tessera::io {
 
 /// One more file an item describes (probabilities, polygons, an overlay).
@@ -49,6 +53,10 @@ struct StacItemOptions {
   std::string collection;                ///< collection id, or "" for a standalone item
   std::string datetime;                  ///< RFC 3339 (e.g. 2024-05-02T10:00:00Z); "" = now, UTC
   bool cog = false;                      ///< the labels are a Cloud-Optimized GeoTIFF (also when named .cog.tif)
+  /// Outputs of the same run not yet committed (tessera/run/output_set.hpp), or nullptr. With
+  /// one, every path here and the item's own are final paths: hrefs and the "self" link name
+  /// them, while the files are read, and the item written, where the set has them staged.
+  const OutputSet* outputs = nullptr;
 
   StacItemOptions(std::string id_, std::string raster_) : id(std::move(id_)), raster(std::move(raster_)) {}
   StacItemOptions& with_class_names(std::vector<std::string> v) { class_names = std::move(v); return *this; }
@@ -60,6 +68,7 @@ struct StacItemOptions {
   StacItemOptions& with_collection(std::string v) { collection = std::move(v); return *this; }
   StacItemOptions& with_datetime(std::string v) { datetime = std::move(v); return *this; }
   StacItemOptions& with_cog(bool v) { cog = v; return *this; }
+  StacItemOptions& with_outputs(const OutputSet* v) { outputs = v; return *this; }
 
   /// Throws tessera::Error naming the bad field (empty id or raster, classes outside 0..255,
   /// a datetime that is not RFC 3339, an extra asset without key or href, or a repeated key).

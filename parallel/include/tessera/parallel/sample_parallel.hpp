@@ -19,6 +19,9 @@ namespace tessera::parallel {
 struct SampleParallelOptions {
   std::string run_dir;        ///< required: tiles go to run_dir/tiles/<output file name>/
   InferenceOptions inference;
+  /// Where rank 0 writes the assembled output (a run's staged path: tessera/run/output_set.hpp);
+  /// empty: the output itself. The tiles and their record name the output.
+  std::string assemble_into;
 
   /// Throws tessera::Error naming the bad field.
   void validate() const;

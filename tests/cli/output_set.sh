@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Every output of a `tessera infer` run commits together or not at all (run/output_set.hpp):
+#   - a scene to labels + probabilities + overlay + polygons + STAC item: all appear;
+#   - the same run with a failure planted after the labels and probabilities were written (a
+#     folder where the overlay's staged file goes): exit 1, a one-line error, and not one of
+#     the outputs nor their side files (.aux.xml, .qml) at the final paths, no staging left;
+#   - the same run killed (SIGKILL) while it writes the overlay (a FIFO there blocks it): the
+#     labels exist staged, nothing at the final paths;
+#   - a DICOM series to a DICOM SEG with --overlay, failing at the overlay: no seg.dcm left.
+# The staged names are the documented contract: <folder>/.tessera.partial-<pid>/<file name>.
+# Usage: output_set.sh TESSERA MAKE_SAMPLE
+set -uo pipefail
+T="$1"; GEN="$2"
+W="$(mktemp -d /tmp/tessera-output-set.XXXXXX)"
+trap 'rm -rf "$W"' EXIT
+failures=0; checks=0
+pass() { checks=$((checks + 1)); echo "ok   $*"; }
+fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL $*"; }
+cd "$W"
+
+"$GEN" --out s --size 256 --ct-size 32 --targets 0 > gen.log 2>&1 || { echo "FAIL generator: $(tail -2 gen.log)"; exit 1; }
+scene_outputs=(out/labels.tif out/labels.tif.aux.xml out/labels.qml out/probs.tif out/overlay.png out/polygons.gpkg
+               out/labels.stac.json)
+# The command itself in the background ($! is its pid, which names its staging folder).
+scene_run=("$T" infer --model unet-tiny --init random --seed 0 --classes 4 --tile 64 --no-progress --input s/scene.tif
+           --output out/labels.tif --probabilities out/probs.tif --overlay out/overlay.png --vectorize out/polygons.gpkg
+           --vector-background)
+left_over() {  # the outputs (and staging folders) present now
+  local found=()
+  for f in "$@"; do [ -e "$f" ] && found+=("$f"); done
+  for d in out/.tessera.partial-*; do [ -e "$d" ] && found+=("$d"); done
+  echo "${found[*]}"
+}
+
+# 1. A run that succeeds leaves every output, and no staging folder.
+if "${scene_run[@]}" > ok.log 2>&1; then pass "infer with five outputs"; else fail "infer: $(tail -3 ok.log)"; fi
+missing=()
+for f in "${scene_outputs[@]}"; do [ -s "$f" ] || missing+=("$f"); done
+[ ${#missing[@]} -eq 0 ] && pass "every output present" || fail "missing after a successful run: ${missing[*]}"
+staging=$(ls -d out/.tessera.partial-* 2>/dev/null)
+[ -z "$staging" ] && pass "no staging folder after commit" || fail "staging left: $staging"
+rm -rf out
+
+# 2. A failure after the labels and probabilities: the overlay's staged path is a folder.
+"${scene_run[@]}" > planted.log 2>&1 &
+pid=$!
+mkdir -p "out/.tessera.partial-$pid/overlay.png"
+wait $pid; status=$?
+[ $status -eq 1 ] && pass "planted overlay failure exits 1" || fail "planted overlay failure: exit $status: $(tail -3 planted.log)"
+grep -q "overlay.png" planted.log && pass "the error names the overlay" || fail "error: $(tail -2 planted.log)"
+left=$(left_over "${scene_outputs[@]}")
+[ -z "$left" ] && pass "a failed run leaves no output" || fail "a failed run left: $left"
+
+# 3. Killed while it writes the overlay: a FIFO at the overlay's staged path blocks the write.
+rm -rf out
+"${scene_run[@]}" > killed.log 2>&1 &
+pid=$!
+mkdir -p "out/.tessera.partial-$pid" && mkfifo "out/.tessera.partial-$pid/overlay.png"
+for _ in $(seq 600); do  # until the labels are written (staged) and the overlay blocks
+  [ -f "out/.tessera.partial-$pid/labels.tif" ] && [ -f "out/.tessera.partial-$pid/probs.tif" ] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.1
+done
+sleep 1
+if [ -f "out/.tessera.partial-$pid/labels.tif" ] && kill -0 $pid 2>/dev/null; then
+  pass "labels staged while the overlay blocks"
+  kill -9 $pid; wait $pid 2>/dev/null
+  left=$(left_over "${scene_outputs[@]}")
+  [ "$left" = "out/.tessera.partial-$pid" ] && pass "killed run: nothing at the final paths (only its staging folder)" ||
+    fail "killed run left: $left"
+else
+  fail "the run did not block at the overlay: $(tail -3 killed.log)"; kill -9 $pid 2>/dev/null
+fi
+
+# 4. DICOM SEG with an overlay: a failure at the overlay leaves no seg.dcm.
+rm -rf out
+"$T" infer --model unet3d-tiny --init random --seed 0 --classes 3 --tile 16 --no-progress --input s/ct_dicom \
+  --output out/seg.dcm --overlay out/seg.png > seg.log 2>&1 &
+pid=$!
+mkdir -p "out/.tessera.partial-$pid/seg.png"
+wait $pid; status=$?
+[ $status -ne 0 ] && pass "SEG + failing overlay exits $status" || fail "SEG + failing overlay succeeded"
+left=$(left_over out/seg.dcm out/seg.png)
+[ -z "$left" ] && pass "SEG run that failed leaves no output" || fail "SEG run left: $left"
+
+echo "$checks checks, $failures failures"
+[ $failures -eq 0 ]
