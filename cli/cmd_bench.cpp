@@ -1,8 +1,11 @@
 // tessera bench infer: Tessera's streaming tiled inference against what a PyTorch user
-// writes instead (../shared/bench/ref_sliding_window.py), in the same run, on the same
-// scene; the machine's measured 3×3 convolution peak; and peak memory at two scene sizes.
-// Every figure is measured here and printed with the command that produced it.
+// writes instead (bench/reference/sliding_window.py: MONAI-style sliding windows with
+// Gaussian blending), in the same run, on the same scene, with the same weights (a
+// checkpoint trained here for a few steps, exported for PyTorch), and how many labels the
+// two agree on; the machine's measured 3×3 convolution peak; and peak memory at two scene
+// sizes. Every figure is measured here and printed with the command that produced it.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +18,7 @@
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet_spec.hpp"
 #include "tessera/io/open_image.hpp"
+#include "tessera/run/run_layout.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -23,11 +27,12 @@ namespace fs = std::filesystem;
 
 struct Flags {
   int64_t size = 4096, tile = 384, small_size = 2048;
+  int train_steps = 20;  // of the checkpoint both tools run (at --tile, the reference's roi)
   std::string small_tile = "auto";  // what a user gets: the largest tile within the memory budget
   std::vector<int64_t> memory_sizes{2048, 8192};
   int threads = 0;
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
-  std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_sliding_window.py";
+  std::string ref_script = TESSERA_SOURCE_DIR "/bench/reference/sliding_window.py";
   std::string python = "/usr/bin/python3";
   bool no_ref = false, no_small = false, no_memory = false, no_bf16 = false;
 };
@@ -57,16 +62,52 @@ std::string bench_scene(const std::string& work_dir, int64_t n) {
 
 namespace {
 
-ChildResult tessera_infer(const Flags& f, const std::string& input, const std::string& model, const std::string& tile,
-                          int threads, const std::string& precision = "fp32",
+// `tessera infer` arguments naming the network: a preset, randomly initialised (seed 0).
+std::vector<std::string> random_model(const std::string& preset) {
+  return {"--model", preset, "--init", "random", "--seed", "0", "--classes", "4"};
+}
+
+ChildResult tessera_infer(const Flags& f, const std::string& input, const std::vector<std::string>& model,
+                          const std::string& tile, int threads, const std::string& precision = "fp32",
                           const std::string& output = "labels.tif") {
   const std::string out = (fs::path(f.work_dir) / output).string();
-  auto r = run_child({self_executable(), "infer", "--model", model, "--init", "random", "--seed", "0", "--classes", "4",
-                      "--input", input, "--output", out, "--tile", tile, "--threads",
-                      std::to_string(threads), "--precision", precision, "--no-progress"},
-                     true);
+  std::vector<std::string> argv{self_executable(), "infer"};
+  argv.insert(argv.end(), model.begin(), model.end());
+  argv.insert(argv.end(), {"--input", input, "--output", out, "--tile", tile, "--threads", std::to_string(threads),
+                           "--precision", precision, "--no-progress"});
+  auto r = run_child(argv, true);
   if (r.exit_code != 0) throw Error("bench: tessera infer failed on " + input + " (exit " + std::to_string(r.exit_code) + ")");
   return r;
+}
+
+// The network both tools run: unet-tiny (`valid` padding) trained for a few steps on the
+// scene at --tile (so its labels vary, and the agreement below means something), its
+// checkpoint for Tessera and `tessera export`'s model.pt / model.json for PyTorch.
+struct BenchModel {
+  std::string checkpoint, weights;
+  double train_seconds = 0;
+};
+
+BenchModel train_bench_model(const Flags& f, const std::string& scene, int threads) {
+  const fs::path dir = fs::path(f.work_dir) / "infer-model";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path config = dir / "train.yaml";
+  std::ofstream(config) << "model: {preset: unet-tiny, classes: 4}\n"
+                        << "data:\n  pairs: [{image: " << scene << ", labels: "
+                        << (fs::path(scene).parent_path() / "scene_labels.tif").string() << "}]\n"
+                        << "train: {tile: " << f.tile << ", batch: 2, steps: " << f.train_steps
+                        << ", learning_rate: 0.003, seed: 0, augment: false, checkpoint_every: " << f.train_steps
+                        << "}\n";
+  const RunLayout run((dir / "run").string());
+  const ChildResult t = run_child({self_executable(), "train", "--config", config.string(), "--run-dir", run.dir(),
+                                   "--threads", std::to_string(threads), "--no-progress"},
+                                  true);
+  if (t.exit_code != 0) throw Error("bench: tessera train of the bench model failed (exit " + std::to_string(t.exit_code) + ")");
+  BenchModel m{run.last_checkpoint(), (dir / "model.pt").string(), t.seconds};
+  const ChildResult e = run_child({self_executable(), "export", "--checkpoint", m.checkpoint, "--out", m.weights}, true);
+  if (e.exit_code != 0) throw Error("bench: tessera export of " + m.checkpoint + " failed (exit " + std::to_string(e.exit_code) + ")");
+  return m;
 }
 
 // Pixels whose labels equal in two single-band label rasters of one size, and their count
@@ -102,54 +143,83 @@ double conv_peak_gflops() {
   return 2.0 * 9 * 64 * 64 * 510.0 * 510.0 / best / 1e9;
 }
 
-void run(const Flags& f) {
-  fs::create_directories(f.work_dir);
-  const int threads = configure_threads(f.threads);
-  nlohmann::json report{{"threads", threads}};
-  const UNetOptions tiny = unet_preset("unet-tiny");
-  const double tiny_flops = unet_flops_per_output_pixel(tiny);
+constexpr int kRowLabel = 62;  // width of the tables' first column
+constexpr const char* kReferenceRow = "PyTorch sliding window (MONAI-style, overlap 0.25, gaussian)";
 
+// The reference on the scene with the bench model's weights: its own JSON line (seconds from
+// loading the model to its labels written, peak RSS), its labels beside Tessera's.
+nlohmann::json run_reference(const Flags& f, const std::string& scene, const BenchModel& model, int threads) {
+  if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
+  const std::string labels = (fs::path(f.work_dir) / "labels_reference.tif").string();
+  const ChildResult r = run_child({f.python, f.ref_script, scene, "--weights", model.weights, "--roi",
+                                   std::to_string(f.tile), "--overlap", "0.25", "--threads", std::to_string(threads),
+                                   "--labels", labels},
+                                  true);
+  if (r.exit_code != 0)
+    throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
+                "); it needs python3-torch, python3-rasterio and python3-numpy");
+  nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+  j["script"] = f.ref_script;
+  j["labels_path"] = labels;
+  return j;
+}
+
+// The speed comparison on the main scene: Tessera (fp32, bf16) and the reference, one network.
+void compare_with_reference(const Flags& f, int threads, nlohmann::json& report) {
+  const double tiny_flops = unet_flops_per_output_pixel(unet_preset("unet-tiny"));
   const std::string main_scene = scene(f, f.size);
   const double px = double(f.size) * double(f.size);
-  std::printf("bench infer: %lld x %lld 4-band scene, unet-tiny (L4 f16), %d threads\n", (long long)f.size,
-              (long long)f.size, threads);
-  std::printf("%-34s %9s %9s %12s %12s\n", "", "seconds", "Mpx/s", "useful GF/s", "peak RSS MiB");
-  const ChildResult t = tessera_infer(f, main_scene, "unet-tiny", std::to_string(f.tile), threads);
+  const BenchModel model = train_bench_model(f, main_scene, threads);
+  const std::vector<std::string> checkpoint{"--checkpoint", model.checkpoint};
+  std::printf("bench infer: %lld x %lld 4-band scene, unet-tiny (L4 f16, valid padding) trained %d steps at tile %lld "
+              "(%.0f s), %d threads\n",
+              (long long)f.size, (long long)f.size, f.train_steps, (long long)f.tile, model.train_seconds, threads);
+  std::printf("%-*s %9s %9s %12s %12s\n", kRowLabel, "", "seconds", "Mpx/s", "useful GF/s", "peak RSS MiB");
+  const ChildResult t = tessera_infer(f, main_scene, checkpoint, std::to_string(f.tile), threads);
+  const std::string tessera_labels = (fs::path(f.work_dir) / "labels.tif").string();
   const double t_gflops = tiny_flops * px / t.seconds / 1e9;
-  std::printf("%-34s %9.2f %9.3f %12.2f %12.1f\n", ("tessera infer --tile " + std::to_string(f.tile)).c_str(),
+  std::printf("%-*s %9.2f %9.3f %12.2f %12.1f\n", kRowLabel, ("tessera infer --tile " + std::to_string(f.tile)).c_str(),
               t.seconds, px / 1e6 / t.seconds, t_gflops, t.peak_rss_mib);
   report["tessera"] = {{"seconds", t.seconds}, {"useful_gflops", t_gflops}, {"peak_rss_mib", t.peak_rss_mib},
                        {"tile", f.tile}, {"size", f.size}};
+  report["model"] = {{"preset", "unet-tiny"}, {"train_steps", f.train_steps}, {"train_tile", f.tile},
+                     {"checkpoint", model.checkpoint}, {"weights", model.weights}};
   if (!f.no_bf16) {
     // The same network in bfloat16 (AVX-512 BF16 here), its labels against fp32's just written.
-    const ChildResult b = tessera_infer(f, main_scene, "unet-tiny", std::to_string(f.tile), threads, "bf16", "labels_bf16.tif");
+    const ChildResult b = tessera_infer(f, main_scene, checkpoint, std::to_string(f.tile), threads, "bf16", "labels_bf16.tif");
     const double b_gflops = tiny_flops * px / b.seconds / 1e9;
-    const auto [equal, total] = equal_labels((fs::path(f.work_dir) / "labels.tif").string(),
-                                             (fs::path(f.work_dir) / "labels_bf16.tif").string());
-    std::printf("%-34s %9.2f %9.3f %12.2f %12.1f  labels equal to fp32: %.4f%% (%lld differ), %.2fx fp32's speed\n",
-                ("  the same, --precision bf16"), b.seconds, px / 1e6 / b.seconds, b_gflops, b.peak_rss_mib,
+    const auto [equal, total] = equal_labels(tessera_labels, (fs::path(f.work_dir) / "labels_bf16.tif").string());
+    std::printf("%-*s %9.2f %9.3f %12.2f %12.1f  labels equal to fp32: %.4f%% (%lld differ), %.2fx fp32's speed\n",
+                kRowLabel, "  the same, --precision bf16", b.seconds, px / 1e6 / b.seconds, b_gflops, b.peak_rss_mib,
                 100.0 * double(equal) / double(total), (long long)(total - equal), t.seconds / b.seconds);
     report["tessera_bf16"] = {{"seconds", b.seconds}, {"useful_gflops", b_gflops}, {"peak_rss_mib", b.peak_rss_mib},
                               {"labels_equal", equal}, {"pixels", total}};
   }
-  if (!f.no_ref) {
-    if (!fs::exists(f.ref_script)) throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
-    const ChildResult r = run_child({f.python, f.ref_script, main_scene, "--levels", "4", "--filters", "16", "--classes",
-                                     "4", "--threads", std::to_string(threads)},
-                                    true);
-    if (r.exit_code != 0)
-      throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
-                  "); it needs python3-torch and python3-rasterio");
-    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
-    const double secs = j.at("seconds").get<double>(), rss = j.at("peak_rss_mib").get<double>();
-    const double r_gflops = tiny_flops * px / secs / 1e9;
-    std::printf("%-34s %9.2f %9.3f %12.2f %12.1f\n", "PyTorch sliding window (ref)", secs, px / 1e6 / secs, r_gflops, rss);
-    std::printf("tessera / reference: %.2fx throughput, %.2fx peak memory\n", r_gflops > 0 ? t_gflops / r_gflops : 0.0,
-                t.peak_rss_mib / rss);
-    report["reference"] = {{"seconds", secs}, {"useful_gflops", r_gflops}, {"peak_rss_mib", rss}};
-    report["speedup"] = t_gflops / r_gflops;
-    report["memory_ratio"] = t.peak_rss_mib / rss;
-  }
+  if (f.no_ref) return;
+  nlohmann::json j = run_reference(f, main_scene, model, threads);
+  const double secs = j.at("seconds").get<double>(), rss = j.at("peak_rss_mib").get<double>();
+  const double r_gflops = tiny_flops * px / secs / 1e9;
+  const auto [equal, total] = equal_labels(tessera_labels, j.at("labels_path").get<std::string>());
+  std::printf("%-*s %9.2f %9.3f %12.2f %12.1f  labels equal to tessera's: %.4f%% (%lld differ)\n", kRowLabel,
+              kReferenceRow, secs, px / 1e6 / secs, r_gflops, rss, 100.0 * double(equal) / double(total),
+              (long long)(total - equal));
+  std::printf("  reference: %s, roi %lld (%lld input -> %lld output pixels per window), %lld windows\n",
+              f.ref_script.c_str(), (long long)f.tile, j.value("window_input", 0LL), j.value("window_output", 0LL),
+              j.value("windows", 0LL));
+  std::printf("tessera / reference: %.2fx throughput, %.2fx peak memory\n", r_gflops > 0 ? t_gflops / r_gflops : 0.0,
+              t.peak_rss_mib / rss);
+  j.erase("labels_path");
+  j.update({{"useful_gflops", r_gflops}, {"labels_equal", equal}, {"pixels", total}});
+  report["reference"] = j;
+  report["speedup"] = t_gflops / r_gflops;
+  report["memory_ratio"] = t.peak_rss_mib / rss;
+}
+
+void run(const Flags& f) {
+  fs::create_directories(f.work_dir);
+  const int threads = configure_threads(f.threads);
+  nlohmann::json report{{"threads", threads}};
+  compare_with_reference(f, threads, report);
 
   double peak = conv_peak_gflops();
   std::printf("\nconvolution peak (3x3, 64->64, 512^2): %.1f GFLOP/s\n", peak);
@@ -157,7 +227,7 @@ void run(const Flags& f) {
   if (!f.no_small) {
     const UNetOptions small = unet_preset("unet-small");
     const std::string s = scene(f, f.small_size);
-    const ChildResult r = tessera_infer(f, s, "unet-small", f.small_tile, threads);
+    const ChildResult r = tessera_infer(f, s, random_model("unet-small"), f.small_tile, threads);
     const double g = unet_flops_per_output_pixel(small) * double(f.small_size) * double(f.small_size) / r.seconds / 1e9;
     // The peak again after the run: this machine's speed drifts (shared host), and the
     // fraction is taken of the better of the two measurements (the conservative figure).
@@ -177,7 +247,7 @@ void run(const Flags& f) {
     nlohmann::json mem = nlohmann::json::array();
     double first = 0;
     for (int64_t n : f.memory_sizes) {
-      const ChildResult r = tessera_infer(f, scene(f, n), "unet-tiny", std::to_string(f.tile), threads);
+      const ChildResult r = tessera_infer(f, scene(f, n), random_model("unet-tiny"), std::to_string(f.tile), threads);
       if (first == 0) first = r.peak_rss_mib;
       std::printf("  %6lld^2: %8.1f MiB  (%.2fx the first)\n", (long long)n, r.peak_rss_mib, r.peak_rss_mib / first);
       mem.push_back({{"size", n}, {"peak_rss_mib", r.peak_rss_mib}, {"seconds", r.seconds}});
@@ -208,7 +278,10 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--memory-sizes", f.memory_sizes, "Scene sides for the memory check")->delimiter(',');
   cmd->add_option("--threads", f.threads, "Threads for both tools (default: all cores)");
   cmd->add_option("--work-dir", f.work_dir, "Where generated scenes are kept")->capture_default_str();
-  cmd->add_option("--ref-script", f.ref_script, "ref_sliding_window.py")->capture_default_str();
+  cmd->add_option("--train-steps", f.train_steps, "Training steps of the model both tools run (at --tile)")
+      ->capture_default_str();
+  cmd->add_option("--ref-script", f.ref_script, "The PyTorch reference (its command line: bench/README.md)")
+      ->capture_default_str();
   cmd->add_flag("--no-ref", f.no_ref, "Skip the PyTorch reference");
   cmd->add_flag("--no-small", f.no_small, "Skip the unet-small run");
   cmd->add_flag("--no-memory", f.no_memory, "Skip the memory-vs-size runs");

@@ -1,7 +1,8 @@
 // tessera bench train: data-parallel training speed against PyTorch DistributedDataParallel
-// (../shared/bench/ref_ddp.py, gloo on CPU), the tool users would pick instead. Same U-Net
-// (L4, n_c 2, f16, `same` padding as the reference uses, 4 bands, 4 classes), same tile,
-// ranks and global batch, measured in the same run, the two tools interleaved.
+// (bench/reference/ddp_train.py, gloo on CPU), the tool users would pick instead. Same U-Net
+// (L4, n_c 2, f16, `same` padding, 4 bands, 4 classes), same scene, tile, ranks, global
+// batch, steps, optimiser (Adam, lr 1e-3) and loss (Dice + cross-entropy), measured in the
+// same run, the two tools interleaved.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +25,7 @@ struct Flags {
   int ranks = 2, steps = 16, global_batch = 4, threads = 2, repeats = 5;
   int64_t tile = 128, scene_size = 1024;
   std::string work_dir = (fs::temp_directory_path() / "tessera-bench").string();
-  std::string ref_script = TESSERA_SOURCE_DIR "/../shared/bench/ref_ddp.py";
+  std::string ref_script = TESSERA_SOURCE_DIR "/bench/reference/ddp_train.py";
   std::string python = "/usr/bin/python3", mpirun = "mpirun";
   bool no_ref = false, no_bf16 = false;
 };
@@ -76,13 +77,16 @@ TesseraRun tessera_run(const Flags& f, const fs::path& config, const fs::path& r
   return r;
 }
 
-// One ref_ddp.py run; its median DDP step seconds.
-double reference_step_seconds(const Flags& f) {
-  const ChildResult r = run_child({f.python, f.ref_script, "--ranks", std::to_string(f.ranks), "--tile",
-                                   std::to_string(f.tile), "--global-batch", std::to_string(f.global_batch),
-                                   "--steps", std::to_string(f.steps), "--threads", std::to_string(f.threads)},
+// One run of the reference on the same scene and labels; its median DDP step seconds.
+double reference_step_seconds(const Flags& f, const std::string& scene, const std::string& labels) {
+  const ChildResult r = run_child({f.python, f.ref_script, "--image", scene, "--labels", labels, "--ranks",
+                                   std::to_string(f.ranks), "--tile", std::to_string(f.tile), "--global-batch",
+                                   std::to_string(f.global_batch), "--steps", std::to_string(f.steps), "--threads",
+                                   std::to_string(f.threads), "--lr", "0.001"},
                                   true);
-  if (r.exit_code != 0) throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) + "); it needs python3-torch");
+  if (r.exit_code != 0)
+    throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
+                "); it needs python3-torch, python3-rasterio and python3-numpy");
   return nlohmann::json::parse(r.out.substr(r.out.rfind('{'))).at("step_s_ddp").get<double>();
 }
 
@@ -92,6 +96,7 @@ void run(const Flags& f) {
   if (!f.no_ref && !fs::exists(f.ref_script))
     throw Error(f.ref_script + ": reference script not found (use --ref-script or --no-ref)");
   const std::string scene = bench_scene(f.work_dir, f.scene_size);
+  const std::string labels = (fs::path(scene).parent_path() / "scene_labels.tif").string();
   const fs::path run_dir = fs::path(f.work_dir) / "train-run";
   fs::remove_all(run_dir);
   fs::create_directories(run_dir);
@@ -99,8 +104,7 @@ void run(const Flags& f) {
     const fs::path config = run_dir / ("bench-" + precision + ".yaml");
     std::ofstream y(config);
     y << "model: {preset: unet-tiny, padding: same, classes: 4}\n"
-      << "data:\n  pairs: [{image: " << scene << ", labels: " << fs::path(scene).parent_path() / "scene_labels.tif"
-      << "}]\n"
+      << "data:\n  pairs: [{image: " << scene << ", labels: " << labels << "}]\n"
       << "train: {tile: " << f.tile << ", batch: " << f.global_batch / f.ranks << ", steps: " << f.steps
       << ", learning_rate: 0.001, seed: 0, augment: false, precision: " << precision
       << ", checkpoint_every: " << f.steps + 1 << "}\n";
@@ -110,6 +114,7 @@ void run(const Flags& f) {
   std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps, "
               "%d interleaved repeats\n",
               (long long)f.tile, f.global_batch, f.ranks, f.steps, f.repeats);
+  if (!f.no_ref) std::printf("  reference: %s\n", f.ref_script.c_str());
   // The two tools alternate, so a noisy neighbour on the machine slows both alike. Each run
   // gives its median step time; across runs we report the best (least disturbed: Python's
   // timeit convention) and the median, which is the headline figure.
@@ -125,7 +130,7 @@ void run(const Flags& f) {
       std::printf(", tessera bf16 %.4f s/step", ours_bf16.back());
     }
     if (!f.no_ref) {
-      theirs.push_back(reference_step_seconds(f));
+      theirs.push_back(reference_step_seconds(f, scene, labels));
       std::printf(", DDP %.4f s/step", theirs.back());
     }
     std::printf("\n");
@@ -151,7 +156,7 @@ void run(const Flags& f) {
   }
   if (!f.no_ref) {
     const double r_best = *std::min_element(theirs.begin(), theirs.end()), r_med = median_of(theirs);
-    std::printf("%-40s %12.4f %12.2f %12.4f\n", "PyTorch DDP (gloo), ref_ddp.py", r_best, f.global_batch / r_best, r_med);
+    std::printf("%-40s %12.4f %12.2f %12.4f\n", "PyTorch DDP (gloo, CPU), reference", r_best, f.global_batch / r_best, r_med);
     std::printf("tessera / DDP: %.2fx tiles/s (median runs), %.2fx (best runs), both fp32\n", r_med / t_med,
                 r_best / t_best);
     if (!f.no_bf16) {
@@ -170,7 +175,7 @@ void run(const Flags& f) {
 }  // namespace
 
 void register_bench_train(CLI::App& bench) {
-  auto* cmd = bench.add_subcommand("train", "Data-parallel training speed against PyTorch DDP (ref_ddp.py)");
+  auto* cmd = bench.add_subcommand("train", "Data-parallel training speed against PyTorch DDP (bench/reference/ddp_train.py)");
   static Flags f;
   cmd->add_option("--ranks", f.ranks, "Data-parallel ranks (launched with mpirun)")->capture_default_str();
   cmd->add_option("--steps", f.steps, "Training steps (the first is not timed)")->capture_default_str();
@@ -180,7 +185,8 @@ void register_bench_train(CLI::App& bench) {
   cmd->add_option("--threads", f.threads, "Cores shared by all ranks (the reference's --threads)")->capture_default_str();
   cmd->add_option("--scene-size", f.scene_size, "Side of the generated training scene")->capture_default_str();
   cmd->add_option("--work-dir", f.work_dir, "Where the scene and run go")->capture_default_str();
-  cmd->add_option("--ref-script", f.ref_script, "ref_ddp.py")->capture_default_str();
+  cmd->add_option("--ref-script", f.ref_script, "The PyTorch reference (its command line: bench/README.md)")
+      ->capture_default_str();
   cmd->add_option("--mpirun", f.mpirun, "MPI launcher")->capture_default_str();
   cmd->add_flag("--no-ref", f.no_ref, "Skip the PyTorch reference");
   cmd->add_flag("--no-bf16", f.no_bf16, "Skip Tessera's mixed-precision (train.precision bf16) runs");
