@@ -50,6 +50,7 @@
 #include "tessera/run/output_set.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/parallel/device_monitor.hpp"
+#include "tessera/parallel/model_sync.hpp"
 #include "tessera/parallel/planner.hpp"
 #include "tessera/parallel/runtime.hpp"
 #include "tessera/parallel/sample_parallel.hpp"
@@ -230,15 +231,6 @@ void check_spatial_model(const Flags& f, const UNetOptions& model, const paralle
     parallel::block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], unet_alignment(model),
                             "--tile " + std::to_string(tile) + " (input window " + std::to_string(sides[size_t(a)]) +
                                 " on axis " + std::to_string(a) + ") under " + sp + " (mesh " + mesh.describe() + ")");
-}
-
-// Rank 0's weights on every rank (a checkpoint or the same seed give them already; this makes
-// it a guarantee rather than an assumption about the random generator).
-void share_weights(UNet& net, parallel::Communicator& world) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : net->parameters()) world.broadcast(p, 0);
-  for (auto& b : net->buffers())
-    if (b.defined()) world.broadcast(b, 0);
 }
 
 // The forward runner of --sp: this rank's block of every window of the batch through the
@@ -434,7 +426,9 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
   if (mesh) {
     check_spatial_model(f, net->options(), *mesh, tile.tile, extent);
-    share_weights(net, group);
+    // Rank 0's weights on every rank: a checkpoint or the same seed give them already; this
+    // makes it a guarantee rather than an assumption about the random generator.
+    parallel::broadcast_module(*net, {&group});
     decomposition.emplace(group, *mesh);
     options.with_forward(spatial_forward(*decomposition));
   }

@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/model_sync.hpp"
 
 namespace tessera::parallel {
 namespace {
@@ -150,12 +151,7 @@ DataParallelHooks::DataParallelHooks(Communicator& data, DataParallelOptions opt
 
 DataParallelHooks::~DataParallelHooks() = default;
 
-void DataParallelHooks::on_start(UNet& net) {
-  torch::NoGradGuard no_grad;
-  for (auto& p : net->parameters()) data_.broadcast(p, 0);
-  for (auto& b : net->buffers())
-    if (b.defined()) data_.broadcast(b, 0);
-}
+void DataParallelHooks::on_start(UNet& net) { broadcast_module(*net, {&data_}); }
 
 void DataParallelHooks::sum(torch::Tensor& t) { data_.allreduce(t, ReduceOp::kSum); }
 

@@ -11,8 +11,18 @@ void broadcast_tensors(const std::vector<torch::Tensor>& tensors, const std::vec
   torch::NoGradGuard no_grad;
   for (Communicator* group : groups) {
     if (group->size() == 1) continue;
-    for (torch::Tensor t : tensors)
-      if (t.defined()) group->broadcast(t, 0);
+    for (torch::Tensor t : tensors) {
+      if (!t.defined()) continue;
+      if (t.is_contiguous()) {
+        group->broadcast(t, 0);
+        continue;
+      }
+      // Channels-last weights (what `tessera train` saves by default) travel as a contiguous
+      // copy; every rank then writes root's values back in its own layout.
+      torch::Tensor packed = t.contiguous();
+      group->broadcast(packed, 0);
+      t.copy_(packed);
+    }
   }
 }
 

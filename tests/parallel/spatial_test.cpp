@@ -400,6 +400,48 @@ TEST(Spatial, UNet3dEqualsOneProcess) {
       unet(b), unet_case("3-D U-Net, batch norm, loss", b, {16, 8, 12}, split_first(3), Objective::kLoss));
 }
 
+// Inference as `tessera infer --sp` runs it (cli/cmd_infer.cpp, spatial_forward): eval mode,
+// channels-last weights and input (for_each_tile), c10::InferenceMode, each rank's block
+// through the scope, the logits gathered. The 3-D instance-norm case is cli.infer_spatial's
+// volume, whose labels that script can only compare at listed near-ties (there are no volume
+// probabilities). One process is the less exact side here: LibTorch's channels-last CPU
+// group_norm takes E[x²] − E[x]² in float32, the decomposition two passes.
+TEST(Spatial, ChannelsLastInferenceEqualsOneProcess) {
+  struct Inference {
+    std::string what;
+    UNetOptions options;
+    std::vector<int64_t> shape;
+    SpatialMesh mesh;
+  };
+  const std::vector<Inference> cases{
+      {"3-D U-Net, instance norm, slabs", small_unet(3, Norm::kInstance), {1, 2, 16, 8, 12}, split_first(3)},
+      {"3-D U-Net, instance norm, mesh", small_unet(3, Norm::kInstance), {1, 2, 16, 8, 12}, mesh_3d()},
+      {"2-D U-Net, group norm, mesh", small_unet(2, Norm::kGroup), {1, 2, 20, 28}, mesh_2d()},
+  };
+  for (const Inference& c : cases) {
+    Net net = unet(c.options);
+    UNet& u = *net.unet;
+    u->eval();
+    u->use_channels_last();
+    torch::manual_seed(5);
+    const torch::Tensor input = torch::randn(c.shape);
+    const int64_t alignment = unet_alignment(c.options);
+    const std::vector<int64_t> sides(c.shape.begin() + 2, c.shape.end());
+    c10::InferenceMode guard;
+    const torch::Tensor ref = u->forward(input);
+    SpatialDecomposition sd(world(), c.mesh);
+    torch::Tensor block;
+    {
+      DecompositionScope scope(sd);
+      block = u->forward(sd.scatter(input, 2, alignment).contiguous());
+    }
+    const torch::Tensor got = sd.gather(block.contiguous(), sides, 2, alignment);
+    const std::string what = c.what + " (mesh " + c.mesh.describe() + ", " + std::to_string(world().size()) + " ranks)";
+    ASSERT_EQ(got.sizes(), ref.sizes()) << what;
+    EXPECT_LE(relative(got, ref), kTolerance) << what << ": logits";
+  }
+}
+
 // --- exactness: the test networks (plugin; the scope crosses the plugin boundary) ---------------
 
 Case plugin_case(const std::string& what, std::vector<int64_t> shape, SpatialMesh mesh, int64_t alignment,

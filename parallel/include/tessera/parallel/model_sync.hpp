@@ -15,7 +15,8 @@ namespace tessera::parallel {
 
 class Communicator;
 
-/// `tensors` on every rank of each group (in order) become those of the group's rank 0.
+/// `tensors` on every rank of each group (in order) become those of the group's rank 0; any
+/// memory format (a non-contiguous one travels as a contiguous copy).
 void broadcast_tensors(const std::vector<torch::Tensor>& tensors, const std::vector<Communicator*>& groups);
 
 /// broadcast_tensors of `module`'s parameters, then of its (defined) buffers.
