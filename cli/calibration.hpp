@@ -14,8 +14,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/unet_spec.hpp"
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/planner.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
 
 namespace tessera::cli {
 

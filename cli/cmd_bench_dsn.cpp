@@ -39,8 +39,8 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet_spec.hpp"
-#include "tessera/parallel/domain_hooks.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/process_memory.hpp"
 
 namespace tessera::cli {

@@ -26,8 +26,8 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_registry.hpp"
 #include "tessera/core/unet_spec.hpp"
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 #include "tessera/run/run_layout.hpp"
 
 namespace tessera::cli {
@@ -122,7 +122,7 @@ void run(const Flags& f) {
                  .with_pipeline_stages(pp)
                  .with_micro_batches(m)
                  .with_tiles_per_micro_batch(b)
-                 .with_schedule(parallel::parse_pipeline_schedule(schedule))
+                 .with_schedule(parse_pipeline_schedule(schedule))
                  .with_balance(parallel::BalanceStrategy::kTime)
                  .with_layer_train_seconds(layer_seconds)
                  .with_optimizer_step(adam);

@@ -49,13 +49,15 @@
 #include "tessera/io/vector_export.hpp"
 #include "tessera/run/output_set.hpp"
 #include "tessera/run/process_memory.hpp"
-#include "tessera/parallel/device_monitor.hpp"
-#include "tessera/parallel/model_sync.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/runtime.hpp"
-#include "tessera/parallel/sample_parallel.hpp"
-#include "tessera/parallel/spatial.hpp"
-#include "tessera/parallel/spatial_hooks.hpp"
+#include "tessera/parallel/modes/device_monitor.hpp"
+#include "tessera/parallel/comm/model_sync.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/parallel/modes/sample_parallel.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
+#include "tessera/parallel/modes/spatial_hooks.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -169,7 +171,7 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
                         parallel::Communicator& world) {
   const int64_t baseline = resident_bytes();
   TileChoice c = choose_tile(o, extent, unet_alignment(model), [&](const Index& steps) {
-    return baseline + parallel::inference_bytes(model, steps, batch);
+    return baseline + inference_bytes(model, steps, batch);
   });
   if (world.size() > 1) {
     const int64_t least = world.allgather(torch::tensor({c.tile})).min().item<int64_t>();
@@ -206,9 +208,9 @@ void check_spatial_flags(const Flags& f, const parallel::Communicator& world, bo
 }
 
 // The blocks of every tile with --sp S: --sp-mesh, or S blocks along the first axis.
-parallel::SpatialMesh spatial_mesh(const Flags& f, int dims) {
-  parallel::SpatialMesh mesh = f.sp_mesh.empty() ? parallel::SpatialMesh::along_first_axis(f.sp, dims)
-                                                 : parallel::SpatialMesh::parse(f.sp_mesh, dims);
+SpatialMesh spatial_mesh(const Flags& f, int dims) {
+  SpatialMesh mesh = f.sp_mesh.empty() ? SpatialMesh::along_first_axis(f.sp, dims)
+                                                 : SpatialMesh::parse(f.sp_mesh, dims);
   if (mesh.size() != f.sp)
     throw Error("--sp-mesh " + f.sp_mesh + ": " + std::to_string(mesh.size()) + " blocks, but --sp " +
                 std::to_string(f.sp) + " (the mesh's product must equal --sp)");
@@ -217,7 +219,7 @@ parallel::SpatialMesh spatial_mesh(const Flags& f, int dims) {
 
 // What a model and tile must be for --sp: `same` padding, and a tile input window that splits
 // into blocks starting on multiples of the pooling factor (every window has the same sides).
-void check_spatial_model(const Flags& f, const UNetOptions& model, const parallel::SpatialMesh& mesh, int64_t tile,
+void check_spatial_model(const Flags& f, const UNetOptions& model, const SpatialMesh& mesh, int64_t tile,
                          const Index& extent) {
   const std::string sp = "--sp " + std::to_string(f.sp);
   if (!model.is_builtin())
@@ -228,7 +230,7 @@ void check_spatial_model(const Flags& f, const UNetOptions& model, const paralle
                 to_string(model.padding) + " (use --padding same)");
   const Index sides = make_tile_grid(model, extent, tile).input_sides();
   for (int a = 0; a < mesh.dims(); ++a)
-    parallel::block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], unet_alignment(model),
+    block_offsets(sides[size_t(a)], mesh.parts[size_t(a)], unet_alignment(model),
                             "--tile " + std::to_string(tile) + " (input window " + std::to_string(sides[size_t(a)]) +
                                 " on axis " + std::to_string(a) + ") under " + sp + " (mesh " + mesh.describe() + ")");
 }
@@ -402,7 +404,7 @@ void infer_image(const Flags& f, const LoadedCheckpoint& loaded, const io::Vecto
   const bool warp = !f.t_srs.empty();
   const std::string labels = warp ? staged_output + ".partial-source-grid.tif" : staged_output;
   const io::LabelStyle labels_style = warp ? io::LabelStyle::bare() : style;
-  std::optional<parallel::SpatialMesh> mesh;
+  std::optional<SpatialMesh> mesh;
   if (f.sp > 1) mesh = spatial_mesh(f, static_cast<int>(extent.size()));
   const TileChoiceOptions tile_options = tile_choice_options(f, group);
   TileChoice tile = resolve_tile(tile_options, net->options(), extent, f.batch, group);

@@ -31,9 +31,11 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/memory_calibration.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/modes/memory_calibration.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -174,7 +176,7 @@ nlohmann::json simulate_layout(const Flags& f, const UNetOptions& o, const paral
   nlohmann::json j = simulation_json(r, so);
   j["cluster"] = c.name;
   j["file"] = f.simulate;
-  j["activation_checkpoint_modelled"] = L.checkpoint == parallel::ActivationCheckpoint::kNever;
+  j["activation_checkpoint_modelled"] = L.checkpoint == ActivationCheckpoint::kNever;
   return j;
 }
 
@@ -184,8 +186,8 @@ void run_plan(const Flags& f) {
   const UNetOptions o = f.model.resolve();
   parallel::PlanOptions po(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30)));
   if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
-  po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
-  if (f.checkpoint != "auto") po.with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
+  po.with_training(!f.infer).with_schedule(parse_pipeline_schedule(f.schedule));
+  if (f.checkpoint != "auto") po.with_checkpoint(parse_activation_checkpoint(f.checkpoint));
   if (f.tile) po.with_tile_inset(*f.tile);
   po.with_consider_spatial(!f.no_spatial);
   if (!o.is_builtin()) {
@@ -241,8 +243,8 @@ void run_plan(const Flags& f) {
                        {"strategy", "memory"},
                        {"stage_first_layer", L.stage_first_layer},
                        {"micro_batches", L.micro_batches},
-                       {"schedule", parallel::to_string(L.schedule)},
-                       {"activation_checkpoint", parallel::to_string(L.checkpoint)},
+                       {"schedule", to_string(L.schedule)},
+                       {"activation_checkpoint", to_string(L.checkpoint)},
                        {"bubble_fraction", L.bubble_fraction}}},
                      {"spatial",
                       {{"ranks", L.spatial},
@@ -277,7 +279,7 @@ void run_plan(const Flags& f) {
               (long long)L.tiles, L.halo_overhead);
   std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
   std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
-              parallel::to_string(L.schedule).c_str(), L.bubble_fraction, parallel::to_string(L.checkpoint).c_str());
+              to_string(L.schedule).c_str(), L.bubble_fraction, to_string(L.checkpoint).c_str());
   if (L.spatial > 1)
     std::printf("  spatial parallel sp     %d (%s blocks), halo %.3g MiB per step, %.3g s\n", L.spatial,
                 axes(Index(L.spatial_mesh.begin(), L.spatial_mesh.end())).c_str(),

@@ -54,14 +54,14 @@
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/rasterize.hpp"
-#include "tessera/parallel/data_parallel.hpp"
-#include "tessera/parallel/domain_hooks.hpp"
-#include "tessera/parallel/pipeline.hpp"
-#include "tessera/parallel/pipeline_hooks.hpp"
-#include "tessera/parallel/device_monitor.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/spatial_hooks.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/data_parallel.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
+#include "tessera/parallel/modes/pipeline.hpp"
+#include "tessera/parallel/modes/pipeline_hooks.hpp"
+#include "tessera/parallel/modes/device_monitor.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/modes/spatial_hooks.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::cli {
 namespace {
@@ -272,13 +272,13 @@ parallel::GridShape grid_shape(const ParallelConfig& p) {
 }
 
 // The blocks of every tile with --sp S: --sp-mesh, or S blocks along the first axis.
-parallel::SpatialMesh spatial_mesh(const ParallelConfig& p, int spatial, int dims) {
-  if (p.sp_mesh.empty()) return parallel::SpatialMesh::along_first_axis(spatial, dims);
-  return parallel::SpatialMesh::parse(p.sp_mesh, dims);
+SpatialMesh spatial_mesh(const ParallelConfig& p, int spatial, int dims) {
+  if (p.sp_mesh.empty()) return SpatialMesh::along_first_axis(spatial, dims);
+  return SpatialMesh::parse(p.sp_mesh, dims);
 }
 
 // "2x2": the mesh as --sp-mesh spells it (the resolved config records it).
-std::string mesh_text(const parallel::SpatialMesh& mesh) {
+std::string mesh_text(const SpatialMesh& mesh) {
   std::string s;
   for (int parts : mesh.parts) s += (s.empty() ? "" : "x") + std::to_string(parts);
   return s;
@@ -301,14 +301,14 @@ void check_spatial(const RunConfig& c, int spatial, const std::string& config) {
   if (model.padding != Padding::kSame)
     throw Error(config + ": " + sp + ": spatial parallelism needs a `same`-padding U-Net, model.padding is " +
                 to_string(model.padding) + " (use --padding same)");
-  const parallel::SpatialMesh mesh = spatial_mesh(c.parallel, spatial, model.dims);
+  const SpatialMesh mesh = spatial_mesh(c.parallel, spatial, model.dims);
   if (mesh.size() != spatial)
     throw Error("--sp-mesh " + c.parallel.sp_mesh + ": " + std::to_string(mesh.size()) + " blocks, but " + sp +
                 " (the mesh's product must equal --sp)");
   for (const auto& [key, side] : tile_sides(c.train))
     for (int a = 0; a < mesh.dims(); ++a) {
       try {
-        parallel::block_offsets(side + unet_remainder(model), mesh.parts[size_t(a)], unet_alignment(model),
+        block_offsets(side + unet_remainder(model), mesh.parts[size_t(a)], unet_alignment(model),
                                 key + " on axis " + std::to_string(a) + " of " + sp + " (mesh " + mesh.describe() + ")");
       } catch (const Error& e) {
         throw Error(config + ": " + e.what());
@@ -318,9 +318,9 @@ void check_spatial(const RunConfig& c, int spatial, const std::string& config) {
 
 // What the parallel modes refuse, refused before the run starts.
 // parallel.gradient_compression → the format gradients travel in: none (or fp32), bf16, fp16.
-parallel::Precision gradient_wire(const std::string& s) {
-  if (s == "none" || s == "fp32") return parallel::Precision::kFp32;
-  if (s == "bf16" || s == "fp16") return parallel::parse_precision(s);
+Precision gradient_wire(const std::string& s) {
+  if (s == "none" || s == "fp32") return Precision::kFp32;
+  if (s == "bf16" || s == "fp16") return parse_precision(s);
   throw Error("'" + s + "' is not one of none, bf16, fp16");
 }
 
@@ -330,7 +330,7 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   const int micro_batches = c.parallel.micro_batches;
   if (grid.shape().spatial > 1 || !c.parallel.sp_mesh.empty()) check_spatial(c, grid.shape().spatial, config);
   try {
-    if (gradient_wire(c.parallel.gradient_compression) != parallel::Precision::kFp32 &&
+    if (gradient_wire(c.parallel.gradient_compression) != Precision::kFp32 &&
         (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
       throw Error(c.parallel.gradient_compression +
                   " is for data parallelism only (pipeline stages and spatial blocks sum gradients in fp32)");
@@ -386,8 +386,8 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
         grid.pipeline(), grid.data(),
         parallel::PipelineHookOptions()
             .with_micro_batches(p.micro_batches)
-            .with_schedule(parallel::parse_pipeline_schedule(p.schedule))
-            .with_checkpoint(parallel::parse_activation_checkpoint(p.activation_checkpoint))
+            .with_schedule(parse_pipeline_schedule(p.schedule))
+            .with_checkpoint(parse_activation_checkpoint(p.activation_checkpoint))
             .with_writes_outputs(grid.is_root()));
     out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
     out.pipeline = h.get();
@@ -444,10 +444,10 @@ void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid) {
 std::string describe_blocks(const RunConfig& c, const parallel::SpatialTrainHooks* spatial) {
   if (!spatial) return "";
   const UNetOptions& model = c.model.options;
-  const parallel::SpatialMesh& mesh = spatial->decomposition().mesh();
+  const SpatialMesh& mesh = spatial->decomposition().mesh();
   std::string blocks;
   for (int a = 0; a < mesh.dims(); ++a) {
-    const std::vector<int64_t> at = parallel::block_offsets(c.train.tile + unet_remainder(model), mesh.parts[size_t(a)],
+    const std::vector<int64_t> at = block_offsets(c.train.tile + unet_remainder(model), mesh.parts[size_t(a)],
                                                             unet_alignment(model), "train.tile");
     int64_t lo = at.back(), hi = 0;
     for (size_t i = 1; i < at.size(); ++i) {
@@ -504,9 +504,9 @@ void print_communication(const parallel::DataParallelHooks& h) {
                 (long long)h.buckets_reduced());
     return;
   }
-  const std::string wire = h.compression() == parallel::Precision::kFp32
+  const std::string wire = h.compression() == Precision::kFp32
                                ? ""
-                               : " (gradients sent in " + parallel::to_string(h.compression()) + ", error feedback)";
+                               : " (gradients sent in " + to_string(h.compression()) + ", error feedback)";
   std::printf("data parallel: %.1f buckets per step, %.1f posted during the backward; communication %.2f ms per step, "
               "%.0f%% of it during the backward, %.2f ms waited after it%s\n",
               double(h.buckets_reduced()) / steps, double(h.buckets_overlapped()) / steps, 1e3 * t.busy_seconds / steps,

@@ -11,7 +11,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/stac.hpp"
-#include "tessera/parallel/communicator.hpp"
+#include "tessera/parallel/comm/communicator.hpp"
 
 namespace tessera::cli {
 namespace {

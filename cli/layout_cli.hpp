@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/geometry.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
 

@@ -4,7 +4,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
