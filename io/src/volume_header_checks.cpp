@@ -370,6 +370,33 @@ std::vector<bool> nifti_nonfinite_voxels(const std::string& path, uint64_t voxel
   return mask;
 }
 
+namespace {
+
+// Header text for a message: at most 40 bytes, anything unprintable as '?'.
+std::string shown(const std::string& text) {
+  std::string out = text.substr(0, 40);
+  for (char& ch : out)
+    if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';
+  return out;
+}
+
+// MetaIO's two multi-file forms of ElementDataFile, which MetaIO reads unsafely: a '%' pattern
+// numbered by MIN MAX STEP ("slice%03d.raw 1 40 1") and LIST (one file name per following
+// line). For both it splits the value into words of at most 79 bytes without checking the
+// length (MET_StringToWordArray: a longer word overflows the heap); the pattern becomes
+// snprintf's format and a zero step a divisor (SIGFPE); LIST's optional dimension indexes
+// arrays unchecked. Found by tests/fuzz/fuzz_volume; regressions/volume/metaio_data_file_*.
+// Tessera writes one data file per image (LOCAL or a file name) and reads only that. What
+// the form is, for a message, or nullopt for a single data file.
+std::optional<std::string> metaimage_multi_file_form(const std::string& value) {
+  const size_t start = value.find_first_not_of("=: \t");  // as MetaIO, past separator and spaces
+  if (value.find('%') != std::string::npos) return "a slice-file pattern ('%')";
+  if (start != std::string::npos && value.compare(start, 4, "LIST") == 0) return "a slice-file list (LIST)";
+  return std::nullopt;
+}
+
+}  // namespace
+
 // Teem refuses a non-positive NRRD spacing itself, but ITK 5.2 leaks on that error path;
 // this reads the "spacings:" field first. Problem, or nullopt.
 std::optional<std::string> metaimage_header_problem(const std::string& path) {
@@ -391,7 +418,12 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
   bool compressed = false;
   long long compressed_size = -1;
   std::map<std::string, int> first_line;  // field name → the line that gave it
-  for (int number = 1; number <= 1000 && std::getline(f, line); ++number) {
+  // The header ends at ElementDataFile; one this check never reaches could hold what it
+  // refuses (below), so a header too long to read through is refused as well.
+  constexpr int kMaxHeaderLines = 1000;
+  bool data_file_seen = false;
+  int number = 1;
+  for (; number <= kMaxHeaderLines && std::getline(f, line); ++number) {
     const size_t end = std::min(line.find_first_of("=:"), line.size());
     if (end > kMaxFieldName)
       return "MetaImage header line " + std::to_string(number) + " has no 'name = value' form (a field name of " +
@@ -403,13 +435,9 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
     // DimSize and CompressedData sent its decompression into an endless loop; found by
     // tests/fuzz/fuzz_volume, regressions/volume/metaio_compressed_repeated.mha and
     // metaio_repeated_fields_loop.mha). Writers give each field once.
-    if (const auto [at, fresh] = first_line.emplace(name, number); !fresh && !name.empty()) {
-      std::string shown = name.substr(0, 40);
-      for (char& ch : shown)
-        if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';
-      return "MetaImage header line " + std::to_string(number) + " repeats the field '" + shown + "' of line " +
+    if (const auto [at, fresh] = first_line.emplace(name, number); !fresh && !name.empty())
+      return "MetaImage header line " + std::to_string(number) + " repeats the field '" + shown(name) + "' of line " +
              std::to_string(at->second);
-    }
     const std::string value = end < line.size() ? line.substr(end + 1) : std::string();
     if (name == "ndims") {
       char* rest = nullptr;
@@ -436,8 +464,17 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
         return "MetaImage header line " + std::to_string(number) + ": CompressedDataSize must be a positive byte count, not '" +
                value + "'";
     }
-    if (name == "elementdatafile") break;  // the header ends here
+    if (name == "elementdatafile") {  // the header ends here
+      if (const auto form = metaimage_multi_file_form(value))
+        return "MetaImage header line " + std::to_string(number) + ": ElementDataFile '" +
+               shown(value.substr(std::min(value.find_first_not_of("=: \t"), value.size()))) + "' is " + *form +
+               "; only one data file per image (LOCAL or a file name) is supported";
+      data_file_seen = true;
+      break;
+    }
   }
+  if (!data_file_seen && number > kMaxHeaderLines)
+    return "MetaImage header has no ElementDataFile in its first " + std::to_string(kMaxHeaderLines) + " lines";
   if (compressed && compressed_size < 1)
     return "MetaImage header says CompressedData = True but gives no CompressedDataSize";
   if (ndims < 1) return "MetaImage header has no NDims";

@@ -15,8 +15,10 @@ namespace tessera::io::detail {
 /// describes scalar voxels, at most 3 non-trivial dimensions, positive finite spacing, and a
 /// size whose reading fits in this machine's memory.
 void check_header(const std::string& path, const itk::ImageIOBase& io);
-/// A MetaImage header line whose field name would overflow MetaIO's fixed buffer (read
-/// before ITK, which would crash).
+/// What in a MetaImage header would crash MetaIO or send it astray (read before ITK): a field
+/// name longer than MetaIO's buffer, a repeated field, NDims and DimSize that disagree,
+/// compressed data without its size, an ElementDataFile naming several files (a '%' pattern
+/// or LIST), or a header too long to reach its ElementDataFile.
 std::optional<std::string> metaimage_header_problem(const std::string& path);
 /// NaN or Inf in a NIfTI header's spacing, qform or sform (read before ITK, whose SVD of a
 /// non-finite direction matrix aborts the process).

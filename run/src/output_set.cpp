@@ -17,6 +17,39 @@ fs::path staging_folder(const fs::path& final_folder) {
   return final_folder / (".tessera.partial-" + std::to_string(::getpid()));
 }
 
+// One file of a staging folder on its way into place; `previous`: where the file it replaces
+// waits until the commit is whole (empty when there was none).
+struct Move {
+  fs::path staged, target, previous;
+};
+
+// Every staged file and its target; a target that is a folder (nothing can replace it) fails
+// here, before anything moves.
+std::vector<Move> planned_moves(const std::map<std::string, std::string>& folders) {
+  std::vector<Move> moves;
+  for (const auto& [staging, folder] : folders) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(staging, ec)) {
+      Move m{entry.path(), fs::path(folder) / entry.path().filename(), {}};
+      std::error_code absent;  // a target that does not exist yet is the usual case
+      if (fs::is_directory(m.target, absent))
+        throw Error(m.target.string() + ": a folder is in the way of the finished file; nothing was written");
+      moves.push_back(std::move(m));
+    }
+    if (ec) throw Error(staging + ": cannot list the staged outputs: " + ec.message());
+  }
+  return moves;
+}
+
+// Puts back what a failed commit moved: the new files into their staging folder, the files
+// they replaced into place.
+void undo(std::vector<Move>& moves, size_t moved) noexcept {
+  std::error_code ignored;
+  for (size_t i = 0; i < moved; ++i) fs::rename(moves[i].target, moves[i].staged, ignored);
+  for (const Move& m : moves)
+    if (!m.previous.empty()) fs::rename(m.previous, m.target, ignored);
+}
+
 }  // namespace
 
 OutputSet::~OutputSet() {
@@ -50,18 +83,30 @@ std::string OutputSet::final_of(const std::string& path) const {
 }
 
 void OutputSet::commit() {
-  for (const auto& [staging, folder] : folders_) {
-    std::error_code ec;
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(staging, ec)) files.push_back(entry.path());
-    if (ec) throw Error(staging + ": cannot list the staged outputs: " + ec.message());
-    for (const fs::path& file : files) {
-      const fs::path target = fs::path(folder) / file.filename();
-      fs::rename(file, target, ec);
-      if (ec) throw Error(target.string() + ": cannot move the finished file into place: " + ec.message());
+  std::vector<Move> moves = planned_moves(folders_);
+  std::error_code ec;
+  // The files being replaced step aside first, so a failure can put them back.
+  for (Move& m : moves) {
+    if (!fs::exists(fs::symlink_status(m.target, ec))) continue;
+    const fs::path previous = m.target.string() + ".partial-" + std::to_string(::getpid()) + "-previous";
+    fs::rename(m.target, previous, ec);
+    if (ec) {
+      undo(moves, 0);
+      throw Error(m.target.string() + ": cannot replace the existing file: " + ec.message() + "; nothing was written");
     }
-    fs::remove(staging, ec);
+    m.previous = previous;
   }
+  for (size_t i = 0; i < moves.size(); ++i) {
+    fs::rename(moves[i].staged, moves[i].target, ec);
+    if (ec) {
+      undo(moves, i);
+      throw Error(moves[i].target.string() + ": cannot move the finished file into place: " + ec.message() +
+                  "; nothing was written");
+    }
+  }
+  for (const Move& m : moves)
+    if (!m.previous.empty()) fs::remove(m.previous, ec);
+  for (const auto& [staging, folder] : folders_) fs::remove(staging, ec);
   committed_ = true;
 }
 

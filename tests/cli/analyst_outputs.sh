@@ -3,7 +3,9 @@
 # (categories) and a raster attribute table whose Count column is the histogram of the labels;
 # a QGIS style (.qml) with every class sits beside the output; `--cog` and a .cog.tif name give
 # Cloud-Optimized GeoTIFFs (labels and --probabilities) that GDAL's validator accepts, with
-# internal overviews and no .ovr; the run-directory (tile mosaic) output is named the same way;
+# internal overviews and no .ovr; label overviews hold, for every 2 x 2 block, its most
+# frequent class (MODE: no averaged or picked class ids), probability overviews the block's mean;
+# the run-directory (tile mosaic) output is named the same way;
 # a run that fails at the end leaves no output, sidecar or temporary.
 # Usage: analyst_outputs.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
@@ -80,6 +82,53 @@ cog() {
     && pass "$f: internal overviews, no .ovr" || fail "$f: overviews $(grep -c Overviews: <<<"$out"), .ovr $(ls "$f.ovr" 2>&1)"
 }
 
+# modal_overviews FILE: the first overview of a label COG is the mode of each 2 x 2 block of the
+# full-resolution labels (nodata aside): only classes the labels have, a one-class block keeps
+# its class, a mixed block shows one of its most frequent classes (AVERAGE or NEAREST do not).
+modal_overviews() {
+  local f="$1" out
+  out=$(/usr/bin/python3 - "$f" 2>&1 <<'PY'
+import sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+ds = gdal.Open(sys.argv[1])  # kept: a band outliving its dataset crashes
+band = ds.GetRasterBand(1)
+nodata = band.GetNoDataValue()
+full = band.ReadAsArray()
+if band.GetOverviewCount() < 1:
+    sys.exit("no overview")
+half = band.GetOverview(0).ReadAsArray()
+h, w = half.shape
+if full.shape != (2 * h, 2 * w):
+    sys.exit(f"overview {half.shape} is not half of {full.shape}")
+present = set(np.unique(full).tolist())
+stray = sorted(set(np.unique(half).tolist()) - present)
+if stray:
+    sys.exit(f"overview values {stray} are no class of the full-resolution labels {sorted(present)}")
+blocks = full.reshape(h, 2, w, 2).transpose(0, 2, 1, 3).reshape(h, w, 4)
+counts = np.stack([(blocks == v).sum(axis=2) for v in range(256)], axis=2)
+if nodata is not None:
+    counts[:, :, int(nodata)] = 0
+best = counts.max(axis=2)
+shown = np.take_along_axis(counts, half[:, :, None].astype(np.int64), axis=2)[:, :, 0]
+uniform = (blocks == blocks[:, :, :1]).all(axis=2) & (best > 0)
+mixed = ~uniform & (best > 0)
+if not (half[uniform] == blocks[:, :, 0][uniform]).all():
+    y, x = np.argwhere(uniform & (half != blocks[:, :, 0]))[0]
+    sys.exit(f"a block of class {int(blocks[y, x, 0])} shows {int(half[y, x])} at overview pixel ({y}, {x})")
+wrong = mixed & (shown != best)
+if wrong.any():
+    y, x = np.argwhere(wrong)[0]
+    sys.exit(f"{wrong.sum()} of {mixed.sum()} mixed 2 x 2 blocks do not show their most frequent class, e.g. "
+             f"overview pixel ({y}, {x}) is {int(half[y, x])} for the block {blocks[y, x].tolist()}")
+if mixed.sum() < 100 or uniform.sum() < 100:
+    sys.exit(f"too few one-class ({uniform.sum()}) or mixed ({mixed.sum()}) blocks to tell MODE from another resampling")
+print(f"{uniform.sum()} one-class blocks keep their class, {mixed.sum()} mixed blocks show their most frequent one")
+PY
+) && pass "$f: label overviews are the mode of each 2 x 2 block: $out" || fail "$f: label overviews: $out"
+}
+
 # no_temporaries DIR: nothing half-written left.
 no_temporaries() {
   local left; left=$(find "$1" -name '*.partial*' | tr '\n' ' ')
@@ -91,6 +140,7 @@ infer --cog --output "$W/out/labels.cog.tif" --probabilities "$W/out/probs.tif" 
   || fail "infer --cog: $(tail -3 "$W/infer.log")"
 named "$W/out/labels.cog.tif" "${NAMES[@]}"
 cog "$W/out/labels.cog.tif"
+modal_overviews "$W/out/labels.cog.tif"
 cog "$W/out/probs.tif"
 # Probability overviews are averages of 2 x 2 pixels (not one of them).
 /usr/bin/python3 - "$W/out/probs.tif" <<'PY' && pass "probability overviews are averages" || fail "probability overviews"
@@ -113,6 +163,7 @@ named "$W/plain/labels.tif" "${NAMES[@]}"
 grep -q "LAYOUT=COG" <<<"$(gdalinfo "$W/plain/labels.tif")" && fail "plain .tif is a COG" || pass "plain .tif is not a COG"
 infer --output "$W/byname/labels.cog.tif" >"$W/infer.log" 2>&1 || fail "infer .cog.tif: $(tail -3 "$W/infer.log")"
 cog "$W/byname/labels.cog.tif"
+modal_overviews "$W/byname/labels.cog.tif"
 "$T" infer --model unet-tiny --init random --seed 1 --classes 4 --input "$W/s/scene.tif" --tile 128 --no-progress \
   --output "$W/random/labels.tif" >"$W/infer.log" 2>&1 || fail "infer --init random: $(tail -3 "$W/infer.log")"
 named "$W/random/labels.tif" "class 0" "class 1" "class 2" "class 3"
@@ -122,6 +173,7 @@ infer --cog --run-dir "$W/rd" --output "$W/rd_out/labels.tif" >"$W/infer.log" 2>
   || fail "infer --run-dir: $(tail -3 "$W/infer.log")"
 named "$W/rd_out/labels.tif" "${NAMES[@]}"
 cog "$W/rd_out/labels.tif"
+modal_overviews "$W/rd_out/labels.tif"
 /usr/bin/python3 -c '
 import sys
 from osgeo import gdal

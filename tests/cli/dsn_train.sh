@@ -10,7 +10,8 @@
 #     against one process with batch 2.
 # Then the checkpoint: model-info names every part; `tessera infer` on a target-domain
 # scene writes a label GeoTIFF on the target's grid (CRS, geotransform, size), which the
-# viewer opens (offscreen screenshot). Then what a DSN refuses, in one line, exit 1, before
+# viewer shows over the scene: each label's colour from the file's colour table, blended at the
+# pixels the labels say (an offscreen screenshot against the view without labels). Then what a DSN refuses, in one line, exit 1, before
 # a run directory exists: data.pairs with kind dsn, no targets, valid padding, batch norm,
 # --pp, a target whose bands differ from the source's.
 # Usage: dsn_train.sh TESSERA MAKE_SAMPLE MPIEXEC
@@ -63,12 +64,69 @@ sys.exit(0 if ok else 1)
 PY
 ) && pass "infer on target 2 with the DSN checkpoint: label GeoTIFF on the target's grid ($grid)" ||
   fail "the labels are not on the target's grid: $grid"
-# The image view with and without the labels: the overlay must change it (a labels file the
-# viewer could not open leaves the view as without labels).
+# The image view with and without the labels. With them, every pixel of the view must be the
+# DSN's label there blended over the plain view: round(0.5 * plain + 0.5 * colour) with the
+# colour from the label GeoTIFF's colour table (default opacity 0.5), unchanged where the label
+# is background (0) or nodata (255) and outside the image. The image is fitted to the view
+# (RasterView::fitToWindow: scale s, centred, corners rounded half away from zero) and drawn by
+# nearest neighbour; a pixel whose 3 x 3 label neighbourhood is one class must show exactly that
+# class, one on a class edge one of its neighbourhood's classes (rounding of the placement).
 shot() { QT_QPA_PLATFORM=offscreen "$VIEW" "$W/s/scene_t2.tif" "$@" --view-only --size 640x480 >> "$W/view.log" 2>&1; }
-if shot --labels "$W/t2_labels.tif" --screenshot "$W/view-labels.png" && shot --screenshot "$W/view-plain.png" &&
-   [ -s "$W/view-labels.png" ] && ! cmp -s "$W/view-labels.png" "$W/view-plain.png"; then
-  pass "the viewer opens the target scene with its DSN labels overlaid"
+if shot --labels "$W/t2_labels.tif" --screenshot "$W/view-labels.png" && shot --screenshot "$W/view-plain.png"; then
+  out=$(/usr/bin/python3 - "$W/view-labels.png" "$W/view-plain.png" "$W/t2_labels.tif" 2>&1 <<'PY'
+import sys
+import numpy as np
+from osgeo import gdal
+gdal.UseExceptions()
+def fail(m): print(m); sys.exit(1)
+def rgb(p):
+    return gdal.Open(p).ReadAsArray()[:3].transpose(1, 2, 0).astype(np.int64)
+over, plain = rgb(sys.argv[1]), rgb(sys.argv[2])
+ds = gdal.Open(sys.argv[3])  # kept: a band outliving its dataset crashes
+band = ds.GetRasterBand(1)
+labels = band.ReadAsArray().astype(np.int64)
+table = band.GetColorTable()
+if table is None: fail("the labels carry no colour table")
+colours = np.array([table.GetColorEntry(k)[:3] if k < table.GetCount() else (0, 0, 0) for k in range(256)])
+if over.shape != plain.shape: fail(f"screenshots of {over.shape} and {plain.shape}")
+H, W, _ = over.shape
+h, w = labels.shape
+s = min(W / w, H / h)
+x0, x1 = (int(np.floor(W / 2 + d * w / 2 * s + 0.5)) for d in (-1, 1))
+y0, y1 = (int(np.floor(H / 2 + d * h / 2 * s + 0.5)) for d in (-1, 1))
+ys, xs = np.mgrid[0:H, 0:W]
+inside = (xs >= x0) & (xs < x1) & (ys >= y0) & (ys < y1)
+if not (over[~inside] == plain[~inside]).all(): fail("the overlay changed pixels outside the image")
+ix = np.clip(((xs - x0 + 0.5) * w / (x1 - x0)).astype(np.int64), 0, w - 1)
+iy = np.clip(((ys - y0 + 0.5) * h / (y1 - y0)).astype(np.int64), 0, h - 1)
+def shows(k):  # what a screen pixel shows if its image pixel has class k
+    drawn = ((k != 0) & (k != 255))[..., None]
+    return np.where(drawn, np.floor(0.5 * plain + 0.5 * colours[k] + 0.5).astype(np.int64), plain)
+pad = np.pad(labels, 1, mode="edge")
+around = [pad[1 + dy:1 + dy + h, 1 + dx:1 + dx + w] for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+one_class = np.all([a == labels for a in around], axis=0)[iy, ix] & inside
+k = labels[iy, ix]
+exact = (over == shows(k)).all(axis=2)
+bad = one_class & ~exact
+if bad.any():
+    y, x = np.argwhere(bad)[0]
+    fail(f"{bad.sum()} of {one_class.sum()} pixels inside one-class areas do not show their class, e.g. screen "
+         f"({x}, {y}) = image ({ix[y, x]}, {iy[y, x]}) of class {k[y, x]}: {over[y, x].tolist()}, expected "
+         f"{shows(k)[y, x].tolist()} (plain {plain[y, x].tolist()}, class colour {colours[k[y, x]].tolist()})")
+near = exact.copy()
+for a in around: near |= (over == shows(a[iy, ix])).all(axis=2)
+if (inside & ~near).any():
+    y, x = np.argwhere(inside & ~near)[0]
+    fail(f"{(inside & ~near).sum()} edge pixels show no class of their neighbourhood, e.g. screen ({x}, {y}): "
+         f"{over[y, x].tolist()}, plain {plain[y, x].tolist()}")
+seen = {int(c): int((one_class & (k == c)).sum()) for c in np.unique(labels)}
+coloured = int((inside & (over != plain).any(axis=2)).sum())
+if coloured < 500 or sum(v for c, v in seen.items() if c not in (0, 255)) < 50 or sum(seen.values()) < 1000:
+    fail(f"too little to tell an overlay from another: {coloured} coloured pixels, one-class pixels per class {seen}")
+print(f"{coloured} pixels coloured; one-class pixels checked per class: " + ", ".join(f"{c}: {v}" for c, v in seen.items()))
+PY
+  ) && pass "the viewer shows the target scene with the DSN labels' colours where the labels have them ($out)" ||
+    fail "viewer overlay: $out"
 else fail "viewer: $(tail -2 "$W/view.log")"; fi
 
 echo "== what a DSN refuses"

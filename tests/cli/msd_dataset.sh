@@ -7,7 +7,9 @@
 #     takes the class names from dataset.json, and leaves a checkpoint;
 #   - fold K of N validates on the K-th case by id; dataset with pairs and an unknown
 #     validation case are one-line errors, exit 1;
-#   - `tessera infer --input MSD_FOLDER --output OUT` labels imagesTs into OUT/<case>.nii.gz.
+#   - `tessera infer --input MSD_FOLDER --output OUT` labels imagesTs into OUT/<case>.nii.gz,
+#     on the test image's own grid (size, spacing, direction, origin) though that grid is turned,
+#     anisotropic and not the training spacing.
 # Usage: msd_dataset.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
 T="$1"; GEN="$2"
@@ -73,10 +75,29 @@ refuse unknown_case "case 'ct_009' is not among the training cases of" "data: {d
 refuse no_folder "nothing/dataset.json: not found" "data: {dataset: nothing}"
 refuse class_count "data.class_names has 2 names but the dataset has 3 labels" "data: {dataset: msd, class_names: [a, b]}"
 
-# Inference folder to folder: imagesTs/ct_test_000.nii.gz -> out/ct_test_000.nii.gz.
+# Inference folder to folder: imagesTs/ct_test_000.nii.gz -> out/ct_test_000.nii.gz. The test
+# image is first given a grid no training case has: axes turned 30 degrees about z and 10 about
+# x (a direction matrix with no zero), spacing 0.8 x 1.1 x 2.6 mm (anisotropic, and not the
+# training cases', so infer resamples it and puts the labels back), a moved origin.
+/usr/bin/python3 - "$W/msd/imagesTs/ct_test_000.nii.gz" <<'PY' || fail "rewriting the test image's grid"
+import sys
+import nibabel as nib, numpy as np
+img = nib.load(sys.argv[1])
+a, b = np.radians(30), np.radians(10)
+turn = np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]]) @ \
+       np.array([[1, 0, 0], [0, np.cos(b), -np.sin(b)], [0, np.sin(b), np.cos(b)]])
+affine = np.eye(4)
+affine[:3, :3] = turn @ np.diag([0.8, 1.1, 2.6])
+affine[:3, 3] = [-12.5, 30.25, 7.0]
+out = nib.Nifti1Image(np.asarray(img.dataobj), affine)
+out.set_qform(affine, code=1)
+out.set_sform(affine, code=1)
+nib.save(out, sys.argv[1])
+PY
 "$T" infer --checkpoint "$W/run/checkpoints/last.pt" --input "$W/msd" --output "$W/out" --tile 16 --no-progress \
   > "$W/infer.log" 2>&1 || { echo "FAIL infer on the dataset folder: $(tail -3 "$W/infer.log")"; exit 1; }
 [ -e "$W/out/ct_test_000.nii.gz" ] || { echo "FAIL infer: no out/ct_test_000.nii.gz ($(ls "$W/out" | tr '\n' ' '))"; exit 1; }
+grep -q "ct_test_000.nii.gz resampled to" "$W/infer.log" || fail "the test image was not resampled: $(head -3 "$W/infer.log")"
 "$T" info --json "$W/msd/imagesTs/ct_test_000.nii.gz" > "$W/in.json" || fail "info on the test image"
 "$T" info --json "$W/out/ct_test_000.nii.gz" > "$W/out.json" || fail "info on the labels: $(cat "$W/out.json")"
 /usr/bin/python3 - "$W/in.json" "$W/out.json" <<'PY' || exit 1
@@ -86,5 +107,18 @@ def fail(m): print("FAIL infer: " + m); sys.exit(1)
 if a["size"] != b["size"]: fail(f"labels of size {b['size']} differ from the image's {a['size']}")
 if a["origin"] != b["origin"]: fail(f"labels at origin {b['origin']}, the image at {a['origin']}")
 if b["channels"] != 1 or b["data_type"] not in ("Byte", "UInt8"): fail(f"labels are {b['channels']} x {b['data_type']}, expected 1 x UInt8")
+PY
+/usr/bin/python3 - "$W/msd/imagesTs/ct_test_000.nii.gz" "$W/out/ct_test_000.nii.gz" <<'PY' || exit 1
+import sys
+import nibabel as nib, numpy as np
+img, lab = nib.load(sys.argv[1]), nib.load(sys.argv[2])
+def fail(m): print("FAIL infer: " + m); sys.exit(1)
+zi, zl = np.array(img.header.get_zooms()[:3]), np.array(lab.header.get_zooms()[:3])
+if not np.allclose(zl, zi, atol=1e-4): fail(f"labels of spacing {zl} mm, the image {zi} mm")
+di, dl = img.affine[:3, :3] / zi, lab.affine[:3, :3] / zl
+if not np.allclose(dl, di, atol=1e-4): fail(f"labels of direction\n{dl}\nthe image\n{di}")
+if not np.allclose(lab.affine, img.affine, atol=1e-3): fail(f"labels affine\n{lab.affine}\nthe image\n{img.affine}")
+if np.allclose(di, np.eye(3), atol=0.1): fail("the test image's direction is the identity; the check would prove nothing")
+print(f"labels on the test image's grid: spacing {np.round(zl, 3).tolist()} mm, direction and origin equal")
 PY
 echo "PASS msd_dataset (train and infer)"

@@ -1,7 +1,9 @@
 #pragma once
 // Shared by the fuzz targets: the readers open paths, not memory, so each input is written
 // to a file of a chosen name inside a private temporary folder (on /dev/shm when there is
-// one: a RAM disk keeps tens of thousands of executions per minute cheap).
+// one: a RAM disk keeps tens of thousands of executions per minute cheap). The folder is made
+// inside $TESSERA_FUZZ_SCRATCH when that is set: the replays (run_target.sh, replay_main.cpp)
+// give each input's process a folder of theirs, which they remove even after a crash.
 #include <unistd.h>
 
 #include <cstdint>
@@ -13,11 +15,15 @@
 
 namespace tessera::fuzz {
 
-/// A private folder, made once per process and removed at exit.
+/// A private folder, made once per process and removed at a normal exit (libFuzzer ends with
+/// _Exit, which skips that: the replays pass TESSERA_FUZZ_SCRATCH and remove it themselves).
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
     namespace fs = std::filesystem;
-    const fs::path base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+    const char* chosen = std::getenv("TESSERA_FUZZ_SCRATCH");
+    const fs::path base = chosen != nullptr && *chosen != '\0' ? fs::path(chosen)
+                          : fs::is_directory("/dev/shm")      ? fs::path("/dev/shm")
+                                                              : fs::temp_directory_path();
     std::string tmpl = (base / "tessera-fuzz-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
       std::perror("tessera fuzz: mkdtemp");

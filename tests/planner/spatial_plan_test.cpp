@@ -133,6 +133,28 @@ TEST(SpatialPlan, HaloSlabsAddTheirBytesOnSplitMeshes) {
   EXPECT_EQ(mesh.activation_bytes - block.activation_bytes, 3 * slabs_2x2);
 }
 
+// The same term in 3-D, where each axis' slab carries the halos of the axes before it.
+// unet3d-tiny (3 levels, 16 filters, two 3×3×3 convolutions per level, one input channel) on a
+// 32³ input has 10 K > 1 convolutions; their input channels by the side t they run at:
+//   t 32: enc0 1, 16;  dec0 32, 16   Σ 65
+//   t 16: enc1 16, 32; dec1 64, 32   Σ 144
+//   t  8: enc2 32, 64                Σ 96
+// On a 2 × 2 × 2 mesh a block is b = t/2 per axis; its kept slabs per channel, two per axis:
+//   2 · (b·b  +  (b + 2)·b  +  (b + 2)·(b + 2)) = 2 · (3b² + 6b + 4)
+//   b 16: 1736,  b 8: 488,  b 4: 152 floats.
+// Everything else is the one-process model on the 16³ block.
+TEST(SpatialPlan, HaloSlabsOfATwoByTwoByTwoMeshAreCountedPerAxis) {
+  const UNetOptions k3 = unet_preset("unet3d-tiny").with_padding(Padding::kSame);
+  const auto opts = SpatialPlanOptions().with_micro_batch(2);
+  const int64_t slab_floats = 65 * 1736 + 144 * 488 + 96 * 152;
+  ASSERT_EQ(slab_floats, 197704);
+  const SpatialPlan mesh = spatial_plan(unet_layer_sequence(k3, 32), {2, 2, 2}, opts);
+  ASSERT_EQ(mesh.largest_block, (std::vector<int64_t>{16, 16, 16}));
+  const SpatialPlan block = spatial_plan(unet_layer_sequence(k3, 16), {1, 1, 1}, opts);
+  EXPECT_EQ(mesh.state_bytes, block.state_bytes);
+  EXPECT_EQ(mesh.activation_bytes - block.activation_bytes, 2 * 4 * slab_floats);
+}
+
 TEST(SpatialPlan, HaloTimeIsLatencyPerMessagePlusBytesOverBandwidth) {
   const LayerSequence seq = unet_layer_sequence(same_tiny(), 128);
   const SpatialPlan bytes_only = spatial_plan(seq, {4, 1}, SpatialPlanOptions().with_latency_seconds(0).with_bytes_per_second(1e6));

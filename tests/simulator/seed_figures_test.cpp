@@ -7,11 +7,11 @@
 // specifications, and the assumed, stated efficiency e_max = 0.5, s_half = 64 and 10 µs per
 // layer launch).
 //
-// Four of the five are DISABLED_: from these honest inputs they miss the 30 % (the seed's tile
-// took 2.2 s, 19 % of V100 FP32 peak, where the assumed e_max gives 36 %; LAMP's 0.61 s whole
-// volume needs more than fp32 peak). They stay here, unchanged and runnable with
-// --gtest_also_run_disabled_tests, as the record of issue 16's unmet done-when: the fix is a
-// measured efficiency source, not a tuned constant.
+// All five are DISABLED_: from these honest inputs they miss the 30 % (the seed's tile took
+// 2.2 s, 19 % of V100 FP32 peak, where the assumed e_max gives 36 %; LAMP's 0.61 s whole
+// volume needs more than fp32 peak; the Summit epoch's compute has the tile's error). They
+// stay here, runnable with --gtest_also_run_disabled_tests, as the record of issue 16's unmet
+// done-when: the fix is a measured efficiency source, not a tuned constant.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,12 +72,27 @@ TEST(SeedFigures, DISABLED_SealEpochOnOneDgx1) {
   EXPECT_LE(std::abs(error), kTolerance) << "follows the per-tile error (SealTileForwardBackwardOnOneV100)";
 }
 
-TEST(SeedFigures, SealEpochOn1200V100OfSummit) {
+// Disabled with its siblings: the epoch came within 30 % only because two wrong terms cancel.
+// 6400 tiles over 1200 GPUs are 6 steps of one tile each, so the paper's 12 s leave 2.0 s per
+// step, and its own 2.2 s per tile on one V100 (the same GPU) say those steps are compute:
+// the figure implies about 12 s of compute. The simulated compute is 6 × 1.14 s = 6.8 s, the
+// per-tile error of SealTileForwardBackwardOnOneV100 (-48 %). What brought the total back
+// to -23 % is 2.2 s of reads: summit.yaml's 0.54 GB/s per node is Alpine's 2.5 TB/s shared
+// by all 4608 nodes, while 200 reading nodes would get about 12.5 GB/s each (0.1 s per epoch).
+// So the compute is checked on its own against the 12 s, and the whole epoch beside it.
+TEST(SeedFigures, DISABLED_SealEpochOn1200V100OfSummit) {
   const SimulationResult r = seal_epoch("summit.yaml", 200, 1200);
   std::printf("  (allreduce %.3f s, io %.3f s of the epoch; %lld steps)\n", r.breakdown.allreduce, r.breakdown.io,
               static_cast<long long>(r.steps));
+  ASSERT_EQ(r.steps, 6);
+  const double compute = report("compute of that epoch: 6 steps of one tile (paper: ~all of it)", 12, r.breakdown.compute);
+  EXPECT_LE(std::abs(compute), kTolerance)
+      << "The simulated compute is " << r.breakdown.compute << " s = 6 × " << r.tile_seconds
+      << " s per tile; the paper's 12 s over 6 steps leave " << 12.0 / 6 << " s per tile (it measured 2.2 s on one "
+      << "V100): the same per-tile error as SealTileForwardBackwardOnOneV100, not tuned.";
   const double error = report("epoch, 6400 tiles, 200 Summit nodes (1200 V100, dp 1200)", 12, r.pass_seconds);
-  EXPECT_LE(std::abs(error), kTolerance) << "follows the per-tile error (SealTileForwardBackwardOnOneV100)";
+  EXPECT_LE(std::abs(error), kTolerance) << "the compute above plus " << r.breakdown.io << " s of reads and "
+                                         << r.breakdown.allreduce << " s of allreduce";
 }
 
 // LAMP (Zhu et al., MICCAI 2020): U-Net-32 (3-D, 32 base filters: unet3d-32, `same` padding)

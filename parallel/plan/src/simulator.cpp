@@ -135,7 +135,9 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   const double io_per_device = c.io_bytes_per_second_per_node / std::min(c.devices_per_node, o.data_parallel * devices_per_replica);
   const double b = o.tiles_per_micro_batch;
   costs.read = b * (static_cast<double>(input_tile_bytes(o)) / io_per_device + o.per_tile_overhead_seconds);
-  const int per_node = std::max(1, c.devices_per_node / devices_per_replica);
+  // Ranks of one stage's allreduce on a node: one per pipeline replica there, and every
+  // spatial rank (all sp ranks of a replica hold the whole network's gradients).
+  const int per_node = std::max(1, c.devices_per_node / K);
   for (int s = 0; s < K; ++s) {
     const int first = part.first(s), last = first + part.sizes[s] - 1;
     double f = 0, params = 0;

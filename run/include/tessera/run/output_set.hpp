@@ -31,9 +31,10 @@ class OutputSet {
   std::string locate(const std::string& final_path) const;
   /// The final path of a staged file or a side file in a staging folder; other paths unchanged.
   std::string final_of(const std::string& path) const;
-  /// Moves every staged file into its final folder (replacing what was there), then removes
-  /// the staging folders. Throws tessera::Error naming the file that could not be moved (the
-  /// ones not yet moved are removed with their staging folders).
+  /// Moves every staged file into its final folder, replacing what was there, or none: a
+  /// target nothing can replace (a folder) fails before anything moves, and a move that fails
+  /// puts back the files moved and the ones they replaced. Then removes the staging folders.
+  /// Throws tessera::Error naming the file (the staged files go with the set).
   void commit();
   /// Removes the staging folders and all in them now (also done by the destructor).
   void discard() noexcept;
