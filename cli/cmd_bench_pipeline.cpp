@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "calibration.hpp"
+#include "tessera/engine/calibration.hpp"
 #include "commands.hpp"
 #include "bench_pipeline.hpp"
 #include "model_options.hpp"
@@ -52,6 +52,8 @@
 
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace pipeline_bench {
 
 StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {

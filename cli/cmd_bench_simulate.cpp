@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
-#include "calibration.hpp"
+#include "tessera/engine/calibration.hpp"
 #include "child_process.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_registry.hpp"
@@ -31,6 +31,8 @@
 #include "tessera/run/run_layout.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;

@@ -9,13 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "regions.hpp"
+#include "tessera/engine/regions.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/metrics.hpp"
 #include "tessera/io/hausdorff.hpp"
 #include "tessera/io/open_image.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 // Labels are 0..254; 255 (kNoDataLabel), NaN and anything else out of range is "no label".

@@ -22,8 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "calibration.hpp"
-#include "layout_cli.hpp"
+#include "tessera/engine/calibration.hpp"
+#include "tessera/engine/layout_json.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
@@ -38,6 +38,8 @@
 #include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "calibration.hpp"
-#include "layout_cli.hpp"
+#include "tessera/engine/calibration.hpp"
+#include "tessera/engine/layout_json.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
@@ -23,6 +23,8 @@
 #include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 struct Flags {

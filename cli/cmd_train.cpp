@@ -36,13 +36,13 @@
 #include <torch/torch.h>
 
 #include "commands.hpp"
-#include "config_file.hpp"
-#include "msd_dataset.hpp"
-#include "operator_profile.hpp"
-#include "preprocessing.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/msd_dataset.hpp"
+#include "tessera/engine/operator_profile.hpp"
+#include "tessera/engine/preprocessing.hpp"
 #include "options_cli.hpp"
-#include "regions.hpp"
-#include "train_config.hpp"
+#include "tessera/engine/regions.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/run/run_layout.hpp"
@@ -64,6 +64,8 @@
 #include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 // The flags that are not config keys; the others are `overrides` (train_flags()).

@@ -11,11 +11,11 @@
 #include <utility>
 #include <vector>
 
-#include "train_config.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/core/image_source.hpp"
 #include "tessera/io/normalization.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// The checks that need no image (names, counts, ranges); throw tessera::Error naming `where`
 /// and the key. choose_normalization / choose_resampling run them too.
@@ -46,4 +46,4 @@ std::unique_ptr<ImageSource> to_network_grid(const ImageSource& image, const Vol
 /// "1 × 1 × 1 mm (linear; labels nearest)" or "off".
 std::string describe(const VolumeResampling& resampling);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,4 +1,4 @@
-#include "config_file.hpp"
+#include "tessera/engine/config_file.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 // Counts the documents of a YAML stream (parse() stops at two). Not YAML::LoadAll: in
@@ -239,4 +239,4 @@ void ConfigFile::check_map(const YAML::Node& map, const std::string& schema, con
   }
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

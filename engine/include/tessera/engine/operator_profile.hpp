@@ -11,7 +11,7 @@ namespace torch::autograd::profiler {
 struct RecordProfile;
 }
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 class OperatorProfile {
  public:
@@ -26,4 +26,4 @@ class OperatorProfile {
   std::unique_ptr<torch::autograd::profiler::RecordProfile> record_;
 };
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,10 +1,10 @@
-#include "layout_cli.hpp"
+#include "tessera/engine/layout_json.hpp"
 
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 Index parse_image(const std::string& text) {
   std::string s = text;
@@ -49,4 +49,4 @@ nlohmann::json simulation_json(const parallel::SimulationResult& r, const parall
           {"fits_memory", r.fits_memory}};
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

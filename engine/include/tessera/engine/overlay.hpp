@@ -3,11 +3,11 @@
 // slice with a soft-tissue window for volumes) with the labels blended on top.
 #include <string>
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// Writes a PNG of `image` with `labels` blended at `opacity` (label 0 and nodata clear).
 /// Rasters are drawn at most `max_side` pixels on the longer side.
 void write_overlay_png(const std::string& image, const std::string& labels, const std::string& png,
                        double opacity = 0.5, int max_side = 2048);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,4 +1,4 @@
-#include "preprocessing.hpp"
+#include "tessera/engine/preprocessing.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,7 @@
 #include "tessera/io/resample.hpp"
 #include "tessera/io/volume.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 std::string upper(std::string s) {
@@ -164,4 +164,4 @@ std::string describe(const VolumeResampling& r) {
          ", labels " + r.labels + ")";
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -19,7 +19,7 @@ namespace tessera::parallel {
 class Communicator;
 }
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 struct SceneJob {
   std::string input, output;
@@ -52,4 +52,4 @@ SceneBatchReport run_whole_scenes(const std::vector<SceneJob>& jobs, const Scene
                                   parallel::Communicator& world,
                                   const std::function<void(const SceneJob&)>& infer_scene);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -25,7 +25,7 @@
 
 #include "tessera/core/error.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 namespace detail {
 struct ConfigState {
@@ -132,4 +132,4 @@ class ConfigFile {
 /// The known key nearest to `key` by edit distance, or "" when none is plausibly meant.
 std::string closest_key(const std::string& key, const std::set<std::string>& known);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -19,7 +19,7 @@
 #include "tessera/parallel/plan/plan.hpp"
 #include "tessera/parallel/plan/spatial_cost.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// `given`, or ~/.cache/tessera/calibration.json when empty.
 std::filesystem::path calibration_path(const std::string& given);
@@ -54,4 +54,4 @@ struct CalibratedCluster {
 CalibratedCluster load_calibrated_cluster(const std::string& cluster_path, const ModelCalibration& cal,
                                           const std::string& preset, const std::filesystem::path& calibration);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,4 +1,4 @@
-#include "msd_dataset.hpp"
+#include "tessera/engine/msd_dataset.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,7 +10,7 @@
 
 #include "tessera/core/error.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 namespace fs = std::filesystem;
@@ -247,4 +247,4 @@ std::vector<std::pair<std::string, std::string>> msd_inference_jobs(const std::s
   return jobs;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,9 +1,9 @@
-#include "train_config.hpp"
+#include "tessera/engine/run_config.hpp"
 
-#include "options_yaml.hpp"
+#include "tessera/engine/options_yaml.hpp"
 #include "tessera/core/model_registry.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 // Messages about a pair name where it is and which one it is.
@@ -132,4 +132,4 @@ const std::vector<TrainFlag>& train_flags() {
   return flags;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -9,7 +9,7 @@
 #include "tessera/core/geometry.hpp"
 #include "tessera/parallel/plan/simulator.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// "W×H" or "W×H×D" ('x' or '×') → extent in axis order (y, x) or (z, y, x). Throws
 /// tessera::Error naming --image and the text.
@@ -20,4 +20,4 @@ Index parse_image(const std::string& text);
 /// peak bytes and whether they fit.
 nlohmann::json simulation_json(const parallel::SimulationResult& r, const parallel::SimulationOptions& o);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -13,13 +13,13 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config_file.hpp"
-#include "regions.hpp"
-#include "train_options_binding.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/regions.hpp"
+#include "tessera/engine/train_options_binding.hpp"
 #include "tessera/core/dsn_spec.hpp"
 #include "tessera/io/rasterize.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// model: a named preset, then any field overridden; kind dsn makes it the shared U-Net of
 /// a Domain Separation Network (dsn_spec.hpp) whose other parts `dsn:` sizes.
@@ -243,4 +243,4 @@ struct TrainFlag {
 };
 const std::vector<TrainFlag>& train_flags();
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

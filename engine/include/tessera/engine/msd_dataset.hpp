@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// One labelled case; paths are FOLDER-joined and exist.
 struct MsdCase {
@@ -54,4 +54,4 @@ MsdSplit split_msd_cases(const MsdDataset& d, const std::vector<std::string>& va
 /// (the _0000 channel suffix dropped). Throws when the dataset lists no test image.
 std::vector<std::pair<std::string, std::string>> msd_inference_jobs(const std::string& folder, const std::string& out_dir);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,4 +1,4 @@
-#include "overlay.hpp"
+#include "tessera/engine/overlay.hpp"
 
 #include <algorithm>
 
@@ -11,7 +11,7 @@
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/raster.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 // Stretches one channel plane to 0..255 between its 2nd and 98th percentiles (NaN → 0).
@@ -85,4 +85,4 @@ void write_overlay_png(const std::string& image_path, const std::string& labels_
   if (!cv::imwrite(png, out)) throw Error(png + ": cannot write PNG");
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -1,10 +1,10 @@
-#include "regions.hpp"
+#include "tessera/engine/regions.hpp"
 
 #include <cmath>
 
 #include "tessera/core/error.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 namespace {
 
 int axis_index(const Holdout& h, int dims) {
@@ -41,4 +41,4 @@ Box holdout_region(const Index& extent, const Holdout& h) {
   return b;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

@@ -9,10 +9,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "config_file.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "tessera/core/options_binding.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 /// Reads the fields of an options struct present in one config section; absent keys keep
 /// the struct's value (its default). A list given in the file replaces the default list.
@@ -109,4 +109,4 @@ YAML::Node to_yaml(O o) {
   return node;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

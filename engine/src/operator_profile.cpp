@@ -1,4 +1,4 @@
-#include "operator_profile.hpp"
+#include "tessera/engine/operator_profile.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "tessera/core/error.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 OperatorProfile::OperatorProfile(const std::string& path, bool enabled) : path_(path) {
   if (path.empty() || !enabled) return;
@@ -22,4 +22,4 @@ OperatorProfile::~OperatorProfile() {
                path_.c_str(), path_.c_str());
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

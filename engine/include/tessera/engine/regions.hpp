@@ -6,7 +6,7 @@
 
 #include "tessera/core/geometry.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 struct Holdout {
   std::string axis;       ///< "x", "y" or "z"; empty means x (2-D) / z (3-D)
@@ -18,4 +18,4 @@ struct Holdout {
 Box training_region(const Index& extent, const Holdout& h);
 Box holdout_region(const Index& extent, const Holdout& h);
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine

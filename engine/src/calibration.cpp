@@ -1,4 +1,4 @@
-#include "calibration.hpp"
+#include "tessera/engine/calibration.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -10,7 +10,7 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/run/staged_file.hpp"
 
-namespace tessera::cli {
+namespace tessera::engine {
 
 namespace fs = std::filesystem;
 
@@ -79,4 +79,4 @@ CalibratedCluster load_calibrated_cluster(const std::string& cluster_path, const
   return out;
 }
 
-}  // namespace tessera::cli
+}  // namespace tessera::engine
