@@ -7,12 +7,23 @@
 #include <mutex>
 #include <thread>
 
+#include <torch/cuda.h>
+
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/device_probe.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/run/run_layout.hpp"
 
 namespace tessera::parallel {
+
+DeviceMonitorOptions DeviceMonitorOptions::for_this_rank(std::string run_dir) {
+  DeviceMonitorOptions o;
+  o.run_dir = std::move(run_dir);
+  o.rank = world().rank();
+  o.device = select_device(launch_info(), torch::cuda::is_available() ? int(torch::cuda::device_count()) : 0);
+  return o;
+}
 
 void DeviceMonitorOptions::validate() const {
   if (run_dir.empty()) throw Error("telemetry: run_dir required");

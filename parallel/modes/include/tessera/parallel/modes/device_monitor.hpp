@@ -28,6 +28,9 @@ struct DeviceMonitorOptions {
 
   /// Throws tessera::Error naming the bad field.
   void validate() const;
+  /// This process's monitor: its rank in parallel::world() and the CUDA device it was given
+  /// (select_device over launch_info(); -1 on a host without CUDA), writing into `run_dir`.
+  static DeviceMonitorOptions for_this_rank(std::string run_dir);
 };
 
 /// A pipeline stage's last training step, for the telemetry lines (set_pipeline_stage).
