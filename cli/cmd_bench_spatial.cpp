@@ -275,15 +275,7 @@ void run_worker(const Flags& f) {
 
 // Runs `tessera <args>` on P ranks (mpirun unless P = 1) and returns its last JSON line.
 nlohmann::json launch(const Flags& f, int ranks, const std::vector<std::string>& args, const std::string& what) {
-  std::vector<std::string> cmd;
-  if (ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
-  cmd.push_back(self_executable());
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  const ChildResult r = run_child(cmd, true);
-  const size_t json = r.out.rfind("\n{");
-  if (r.exit_code != 0 || (json == std::string::npos && r.out.rfind('{', 0) != 0))
-    throw Error("bench spatial: " + what + " failed (exit " + std::to_string(r.exit_code) + ")");
-  return nlohmann::json::parse(r.out.substr(json == std::string::npos ? 0 : json + 1));
+  return last_json(run_ranks(f.mpirun, ranks, args, "bench spatial: " + what).out, "bench spatial: " + what);
 }
 
 std::vector<std::string> worker_args(const Flags& f, const UNetOptions& o, const std::string& task,
