@@ -89,6 +89,91 @@ std::vector<double> layer_forward_seconds(const LayerSequence& seq, const Device
   return t;
 }
 
+namespace {
+
+// Spatial ranks: the largest block's share of the tile, its halo exchanges' seconds per
+// micro-batch and the bytes a block holds (all 1, 0, 0 without --sp).
+struct SpatialShare {
+  double block_share = 1, halo_per_micro_batch = 0;
+  int64_t bytes = 0;
+};
+
+SpatialShare spatial_share(const SimulationOptions& o, const ClusterModel& c) {
+  SpatialShare share;
+  if (o.spatial <= 1) return share;
+  const LayerSequence& seq = o.sequence;
+  const std::vector<std::vector<int>> meshes = spatial_meshes(o.spatial, seq.options.dims);
+  const bool one_node = o.spatial <= c.devices_per_node;
+  const SpatialPlan sp = spatial_plan(
+      seq, meshes.back(),
+      SpatialPlanOptions{}
+          .with_training(o.training)
+          .with_latency_seconds(one_node ? c.intra_node_latency_seconds : c.inter_node_latency_seconds)
+          .with_bytes_per_second(one_node ? c.intra_node_bytes_per_second : c.inter_node_bytes_per_second));
+  double block = 1, whole = 1;
+  for (int64_t e : sp.largest_block) block *= static_cast<double>(e);
+  for (int a = 0; a < seq.options.dims; ++a) whole *= static_cast<double>(seq.input_side);
+  share.block_share = block / whole;
+  share.halo_per_micro_batch = sp.halo_seconds * o.tiles_per_micro_batch;
+  share.bytes = sp.bytes;
+  return share;
+}
+
+// Every stage's forward, backward, send, allreduce and update seconds per micro-batch, and
+// the read of one micro-batch's tiles.
+StageCosts stage_costs(const SimulationOptions& o, const ClusterModel& c, const Partition& part,
+                       const std::vector<double>& forward, const SpatialShare& share) {
+  const LayerSequence& seq = o.sequence;
+  const int K = o.pipeline_stages;
+  StageCosts costs;
+  const int devices_per_replica = K * o.spatial;
+  const double io_per_device = c.io_bytes_per_second_per_node / std::min(c.devices_per_node, o.data_parallel * devices_per_replica);
+  const double b = o.tiles_per_micro_batch;
+  costs.read = b * (static_cast<double>(input_tile_bytes(o)) / io_per_device + o.per_tile_overhead_seconds);
+  // Ranks of one stage's allreduce on a node: one per pipeline replica there, and every
+  // spatial rank (all sp ranks of a replica hold the whole network's gradients).
+  const int per_node = std::max(1, c.devices_per_node / K);
+  for (int s = 0; s < K; ++s) {
+    const int first = part.first(s), last = first + part.sizes[s] - 1;
+    double f = 0, params = 0;
+    for (int l = first; l <= last; ++l) {
+      f += forward[l];
+      params += static_cast<double>(seq.layers[l].params);
+    }
+    f *= share.block_share * b;
+    // Halo exchanges: half in the forward, half in the backward (training).
+    const double halo_f = o.training ? share.halo_per_micro_batch / 2 : share.halo_per_micro_batch;
+    costs.forward.push_back(f + halo_f);
+    if (o.training) costs.backward.push_back(2 * f + share.halo_per_micro_batch - halo_f);
+    if (s + 1 < K) costs.send.push_back(send_seconds(b * cut_bytes(seq, last, o.precision), s, c));
+    if (o.training)
+      costs.allreduce.push_back(hierarchical_allreduce_seconds(4 * params, o.data_parallel * o.spatial, per_node, c));
+    if (o.training && o.optimizer_step) costs.update.push_back(28 * params / c.device.memory_bytes_per_second);
+  }
+  return costs;
+}
+
+// One step's breakdown: the busiest stage's compute, the allreduce tail after the last
+// backward, the reads that stage 0 serialises, the rest is bubble.
+TimeBreakdown step_breakdown(const ScheduleResult& step, const StageCosts& costs, double halo, int micro_batches) {
+  double compute_end = 0;
+  for (const ScheduleEvent& e : step.events)
+    if (e.kind != ScheduleEvent::Kind::kAllreduce && e.kind != ScheduleEvent::Kind::kUpdate)
+      compute_end = std::max(compute_end, e.end);
+  const double busiest = *std::max_element(step.busy.begin(), step.busy.end());
+  const double update = costs.update.empty() ? 0.0 : *std::max_element(costs.update.begin(), costs.update.end());
+  TimeBreakdown t;
+  t.optimizer = std::min(update, step.makespan - compute_end);
+  t.allreduce = step.makespan - compute_end - t.optimizer;
+  t.halo = halo;
+  t.compute = busiest - halo;
+  t.io = std::min(costs.read * micro_batches, std::max(0.0, compute_end - busiest));
+  t.bubble = std::max(0.0, compute_end - busiest - t.io);
+  return t;
+}
+
+}  // namespace
+
 SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   o.validate(c);
   const LayerSequence& seq = o.sequence;
@@ -109,52 +194,8 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
 
   const Partition part = cut_stages(o, r.layer_seconds);
   r.balance = part.sizes;
-
-  // Spatial ranks: the largest block's share of the tile, plus its halo exchanges.
-  double block_share = 1, halo_per_micro_batch = 0;
-  int64_t spatial_bytes = 0;
-  if (o.spatial > 1) {
-    const std::vector<std::vector<int>> meshes = spatial_meshes(o.spatial, seq.options.dims);
-    const bool one_node = o.spatial <= c.devices_per_node;
-    const SpatialPlan sp = spatial_plan(
-        seq, meshes.back(),
-        SpatialPlanOptions{}
-            .with_training(o.training)
-            .with_latency_seconds(one_node ? c.intra_node_latency_seconds : c.inter_node_latency_seconds)
-            .with_bytes_per_second(one_node ? c.intra_node_bytes_per_second : c.inter_node_bytes_per_second));
-    double block = 1, whole = 1;
-    for (int64_t e : sp.largest_block) block *= static_cast<double>(e);
-    for (int a = 0; a < seq.options.dims; ++a) whole *= static_cast<double>(seq.input_side);
-    block_share = block / whole;
-    halo_per_micro_batch = sp.halo_seconds * o.tiles_per_micro_batch;
-    spatial_bytes = sp.bytes;
-  }
-
-  StageCosts costs;
-  const int devices_per_replica = K * o.spatial;
-  const double io_per_device = c.io_bytes_per_second_per_node / std::min(c.devices_per_node, o.data_parallel * devices_per_replica);
-  const double b = o.tiles_per_micro_batch;
-  costs.read = b * (static_cast<double>(input_tile_bytes(o)) / io_per_device + o.per_tile_overhead_seconds);
-  // Ranks of one stage's allreduce on a node: one per pipeline replica there, and every
-  // spatial rank (all sp ranks of a replica hold the whole network's gradients).
-  const int per_node = std::max(1, c.devices_per_node / K);
-  for (int s = 0; s < K; ++s) {
-    const int first = part.first(s), last = first + part.sizes[s] - 1;
-    double f = 0, params = 0;
-    for (int l = first; l <= last; ++l) {
-      f += forward[l];
-      params += static_cast<double>(seq.layers[l].params);
-    }
-    f *= block_share * b;
-    // Halo exchanges: half in the forward, half in the backward (training).
-    const double halo_f = o.training ? halo_per_micro_batch / 2 : halo_per_micro_batch;
-    costs.forward.push_back(f + halo_f);
-    if (o.training) costs.backward.push_back(2 * f + halo_per_micro_batch - halo_f);
-    if (s + 1 < K) costs.send.push_back(send_seconds(b * cut_bytes(seq, last, o.precision), s, c));
-    if (o.training)
-      costs.allreduce.push_back(hierarchical_allreduce_seconds(4 * params, o.data_parallel * o.spatial, per_node, c));
-    if (o.training && o.optimizer_step) costs.update.push_back(28 * params / c.device.memory_bytes_per_second);
-  }
+  const SpatialShare share = spatial_share(o, c);
+  const StageCosts costs = stage_costs(o, c, part, forward, share);
   const ScheduleResult step = simulate_schedule(costs, M, o.schedule);
   r.events = step.events;
   r.step_seconds = step.makespan;
@@ -162,22 +203,7 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   r.steps = (o.tiles + tiles_per_step - 1) / tiles_per_step;
   r.pass_seconds = r.step_seconds * static_cast<double>(r.steps);
 
-  // Breakdown of one step, then × steps: the busiest stage's compute, the allreduce tail after
-  // the last backward, the reads that stage 0 serialises, the rest is bubble.
-  double compute_end = 0;
-  for (const ScheduleEvent& e : step.events)
-    if (e.kind != ScheduleEvent::Kind::kAllreduce && e.kind != ScheduleEvent::Kind::kUpdate)
-      compute_end = std::max(compute_end, e.end);
-  const double busiest = *std::max_element(step.busy.begin(), step.busy.end());
-  const double halo = o.spatial > 1 ? halo_per_micro_batch * M : 0;
-  const double update = costs.update.empty() ? 0.0 : *std::max_element(costs.update.begin(), costs.update.end());
-  TimeBreakdown t;
-  t.optimizer = std::min(update, step.makespan - compute_end);
-  t.allreduce = step.makespan - compute_end - t.optimizer;
-  t.halo = halo;
-  t.compute = busiest - halo;
-  t.io = std::min(costs.read * M, std::max(0.0, compute_end - busiest));
-  t.bubble = std::max(0.0, compute_end - busiest - t.io);
+  const TimeBreakdown t = step_breakdown(step, costs, o.spatial > 1 ? share.halo_per_micro_batch * M : 0, M);
   const double n = static_cast<double>(r.steps);
   r.breakdown = {t.compute * n, t.bubble * n, t.halo * n, t.allreduce * n, t.io * n, t.optimizer * n};
 
@@ -185,7 +211,7 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
       StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);
   for (int s = 0; s < K; ++s) {
     const int first = part.first(s), last = first + part.sizes[s] - 1;
-    const int64_t bytes = o.spatial > 1 ? spatial_bytes : stage_bytes(seq, first, last, K - s, mem);
+    const int64_t bytes = o.spatial > 1 ? share.bytes : stage_bytes(seq, first, last, K - s, mem);
     r.device_peak_bytes.push_back(bytes + c.device.baseline_bytes);
     if (r.device_peak_bytes.back() > c.device.memory_bytes) r.fits_memory = false;
   }
