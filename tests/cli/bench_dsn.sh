@@ -21,15 +21,18 @@ for row in "1 \+ 1 +2 " "1 \+ 3 +4 "; do
     fail "no row of numbers for '${row}'"
 done
 grep -q '^flatness: ' "$W/bench.log" || fail "no flatness line"
+# The memory claim (a rank holds much less than one process) is not checked under ASan
+# (TESSERA_SANITIZED): its allocator and quarantine change every peak.
 grep '^{' "$W/bench.log" | tail -1 | /usr/bin/python3 -c '
-import json, sys
+import json, os, sys
+sanitized = bool(os.environ.get("TESSERA_SANITIZED"))
 r = json.load(sys.stdin)
 rows = {x["targets"]: x for x in r["rows"]}
 assert sorted(rows) == [1, 3], rows
 for n, x in rows.items():
     assert len(x["peak_bytes"]) == n + 1 and min(x["peak_bytes"]) > 0, x
 three = rows[3]
-assert three["single_peak_bytes"] >= 1.5 * max(three["peak_bytes"]), three
+assert sanitized or three["single_peak_bytes"] >= 1.5 * max(three["peak_bytes"]), three
 print("1 + 3: one process %.1f MiB, largest rank %.1f MiB" % (three["single_peak_bytes"] / 2**20, max(three["peak_bytes"]) / 2**20))
 ' || fail "bench dsn report"
 echo "PASS"

@@ -6,13 +6,13 @@
 # as NIfTI (read with nibabel); each frame derives from the CT slice at its position; the SEG
 # shares the CT's patient, study and frame of reference and references every CT instance.
 # A NIfTI input with a .dcm output is refused in one line, leaving nothing.
-# Skipped (exit 0) only when dciodvfy is not installed (Debian: dicom3tools).
+# dciodvfy is required (scripts/setup.sh installs dicom3tools): without it the test fails.
 # Usage: dicom_seg.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
 T="$1"; GEN="$2"
 if ! command -v dciodvfy >/dev/null; then
-  echo "skip: dciodvfy not installed (apt-get install dicom3tools)"
-  exit 0
+  echo "FAIL dciodvfy not installed (scripts/setup.sh installs it: apt-get install dicom3tools)"
+  exit 1
 fi
 W="$(mktemp -d /tmp/tessera-dicom-seg.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
@@ -31,10 +31,15 @@ done
 [ -f "$W/seg.dcm" ] && [ -f "$W/labels.nii.gz" ] || { echo "$checks checks, $((failures + 1)) failures"; exit 1; }
 
 echo "== dciodvfy"
+# dciodvfy exits 0 when it found no error (warnings allowed) and 1 after an "Error" or
+# "Abort" line (errors in the file, or one it could not read); >= 128 is a signal (a crash).
 dciodvfy "$W/seg.dcm" >"$W/dciodvfy.log" 2>&1
+verifier=$?
 sed 's/^/     /' "$W/dciodvfy.log"
-if grep -q "^Error" "$W/dciodvfy.log"; then fail "dciodvfy reports errors"
-else pass "dciodvfy: no errors ($(grep -c '^Warning' "$W/dciodvfy.log") warnings)"; fi
+if [ "$verifier" -ge 128 ]; then fail "dciodvfy crashed (exit $verifier, signal $((verifier - 128)))"
+elif grep -q "^Error\|^Abort" "$W/dciodvfy.log"; then fail "dciodvfy reports errors (exit $verifier)"
+elif [ "$verifier" -ne 0 ]; then fail "dciodvfy exited $verifier without an Error line"
+else pass "dciodvfy: no errors, exit 0 ($(grep -c '^Warning' "$W/dciodvfy.log") warnings)"; fi
 
 echo "== pydicom against the NIfTI labels"
 /usr/bin/python3 - "$W/seg.dcm" "$W/labels.nii.gz" "$W/s/ct_dicom" <<'PY'
