@@ -12,14 +12,15 @@
 #include "model_options.hpp"
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/communicator.hpp"
-#include "tessera/parallel/pipeline.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/process_grid.hpp"
+#include "tessera/parallel/comm/communicator.hpp"
+#include "tessera/parallel/modes/pipeline.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
 
 namespace tessera::cli::pipeline_bench {
 
-using parallel::PipelineScheduleKind;
 
 struct Flags {
   ModelFlags model;
@@ -39,7 +40,7 @@ struct Setup {
   LayerSequence seq;
   PipelineScheduleKind schedule;
   parallel::LayerMemoryCalibration calibration;  // empty: the stage model alone
-  parallel::ActivationCheckpoint checkpoint = parallel::ActivationCheckpoint::kNever;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
   parallel::LayerTimeCalibration times;  // measured layer times for --balance time (empty: FLOP model)
 
   parallel::PipelineOptions pipeline_options(std::vector<int> balance, int m) const {
@@ -52,7 +53,7 @@ struct Batch {
 };
 
 /// The stage memory model for `seq` at M = `m` (with the calibrated extras when asked and present).
-parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated);
+StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated);
 
 /// The partition `strategy` (naive, memory, time) gives for K = `k` stages at M = `m`.
 parallel::Partition partition_for(const Setup& s, const LayerSequence& seq, const std::string& strategy, int k, int m);

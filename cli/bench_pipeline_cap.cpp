@@ -44,7 +44,7 @@ int64_t predicted_peak(const Flags& f, const Setup& s, int k, int64_t side, CapC
   int64_t most = 0;
   for (int st = 0; st < k; ++st) {
     const int first = p.first(st);
-    most = std::max(most, parallel::stage_bytes(seq, first, first + p.sizes[size_t(st)] - 1, k - st, mo));
+    most = std::max(most, stage_bytes(seq, first, first + p.sizes[size_t(st)] - 1, k - st, mo));
   }
   return most;
 }

@@ -50,4 +50,21 @@ ChildResult run_child(const std::vector<std::string>& argv, bool capture_stdout)
   return r;
 }
 
+ChildResult run_ranks(const std::string& mpirun, int ranks, const std::vector<std::string>& args, const std::string& what) {
+  std::vector<std::string> cmd;
+  if (ranks > 1) cmd = {mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
+  cmd.push_back(self_executable());
+  cmd.insert(cmd.end(), args.begin(), args.end());
+  ChildResult r = run_child(cmd, true);
+  if (r.exit_code != 0) throw Error(what + " failed (exit " + std::to_string(r.exit_code) + "; its error is above)");
+  return r;
+}
+
+nlohmann::json last_json(const std::string& out, const std::string& what) {
+  const size_t at = out.rfind("\n{");
+  const size_t from = at == std::string::npos ? (out.rfind('{', 0) == 0 ? 0 : std::string::npos) : at + 1;
+  if (from == std::string::npos) throw Error(what + " printed no JSON report");
+  return nlohmann::json::parse(out.substr(from));
+}
+
 }  // namespace tessera::cli

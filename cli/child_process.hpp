@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace tessera::cli {
 
 struct ChildResult {
@@ -18,5 +20,14 @@ ChildResult run_child(const std::vector<std::string>& argv, bool capture_stdout)
 
 /// Absolute path of the running executable.
 std::string self_executable();
+
+/// `tessera args…` (this executable) on `ranks` ranks — under `mpirun --allow-run-as-root
+/// --oversubscribe -np ranks` when ranks > 1 — with stdout captured. Throws tessera::Error
+/// "WHAT failed (exit N; its error is above)" when it fails.
+ChildResult run_ranks(const std::string& mpirun, int ranks, const std::vector<std::string>& args, const std::string& what);
+
+/// The last line of `out` that is a JSON object (the benches' machine-readable report).
+/// Throws tessera::Error "WHAT printed no JSON report" when there is none.
+nlohmann::json last_json(const std::string& out, const std::string& what);
 
 }  // namespace tessera::cli

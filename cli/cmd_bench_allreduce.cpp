@@ -10,8 +10,8 @@
 
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/communicator.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/comm/communicator.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::cli {
 namespace {

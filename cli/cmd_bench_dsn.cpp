@@ -39,8 +39,8 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet_spec.hpp"
-#include "tessera/parallel/domain_hooks.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/process_memory.hpp"
 
 namespace tessera::cli {
@@ -205,15 +205,8 @@ std::vector<std::string> worker_args(const Flags& f, int domains) {
 // Runs the worker for `domains` domains on `ranks` ranks (mpirun unless 1) and returns its
 // last JSON line.
 nlohmann::json launch(const Flags& f, int domains, int ranks) {
-  std::vector<std::string> cmd;
-  if (ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
-  cmd.push_back(self_executable());
-  for (const std::string& a : worker_args(f, domains)) cmd.push_back(a);
-  const ChildResult r = run_child(cmd, true);
-  const size_t json = r.out.rfind("\n{");
-  if (r.exit_code != 0 || (json == std::string::npos && r.out.rfind('{', 0) != 0))
-    throw Error(fmt::format("bench dsn: 1 + {} domains on {} rank(s) failed (exit {})", domains - 1, ranks, r.exit_code));
-  return nlohmann::json::parse(r.out.substr(json == std::string::npos ? 0 : json + 1));
+  const std::string what = fmt::format("bench dsn: 1 + {} domains on {} rank(s)", domains - 1, ranks);
+  return last_json(run_ranks(f.mpirun, ranks, worker_args(f, domains), what).out, what);
 }
 
 std::string range_text(int64_t lo, int64_t hi, bool as_mib) {

@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "calibration.hpp"
+#include "tessera/engine/calibration.hpp"
 #include "commands.hpp"
 #include "bench_pipeline.hpp"
 #include "model_options.hpp"
@@ -43,17 +43,21 @@
 #include "tessera/run/process_memory.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/pipeline.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/pipeline.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace pipeline_bench {
 
-parallel::StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {
-  auto mo = parallel::StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule).with_checkpoint(s.checkpoint);
+StageMemoryOptions memory_options(const Setup& s, const LayerSequence& seq, int m, bool calibrated) {
+  auto mo = StageMemoryOptions().with_micro_batches(m).with_schedule(s.schedule).with_checkpoint(s.checkpoint);
   if (calibrated && !s.calibration.empty()) mo.with_extra_bytes(s.calibration.extra_bytes(seq));
   return mo;
 }
@@ -219,8 +223,8 @@ MemoryRow memory_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid
   const auto plain = memory_options(s, s.seq, m, false), cal = memory_options(s, s.seq, m, true);
   for (int st = 0; st < k; ++st) {
     const int first = p.first(st), last = first + p.sizes[size_t(st)] - 1;
-    row.model.push_back(parallel::stage_bytes(s.seq, first, last, k - st, plain));
-    row.calibrated.push_back(parallel::stage_bytes(s.seq, first, last, k - st, cal));
+    row.model.push_back(stage_bytes(s.seq, first, last, k - st, plain));
+    row.calibrated.push_back(stage_bytes(s.seq, first, last, k - st, cal));
   }
   grid.pipeline().barrier();
   const auto po = s.pipeline_options(row.balance, m);
@@ -246,8 +250,8 @@ void run(const Flags& f) {
   const bool root = world.rank() == 0;
   const int threads = configure_threads(f.threads);
 
-  Setup s{f.model.resolve(), f.tile, {}, parallel::parse_pipeline_schedule(f.schedule), {},
-          parallel::parse_activation_checkpoint(f.checkpoint), {}};
+  Setup s{f.model.resolve(), f.tile, {}, parse_pipeline_schedule(f.schedule), {},
+          parse_activation_checkpoint(f.checkpoint), {}};
   while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
     if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
   }

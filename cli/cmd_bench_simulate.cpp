@@ -21,16 +21,18 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_common.hpp"
-#include "calibration.hpp"
+#include "tessera/engine/calibration.hpp"
 #include "child_process.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_registry.hpp"
 #include "tessera/core/unet_spec.hpp"
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 #include "tessera/run/run_layout.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,28 +49,6 @@ struct Flags {
 };
 
 constexpr int kRanks = 2;
-
-std::vector<std::string> under_mpirun(const Flags& f, std::vector<std::string> args) {
-  std::vector<std::string> cmd{f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(kRanks),
-                               self_executable()};
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  return cmd;
-}
-
-ChildResult must_run(const std::vector<std::string>& cmd, const std::string& what) {
-  ChildResult r = run_child(cmd, true);
-  if (r.exit_code != 0)
-    throw Error("bench simulate: " + what + " failed (exit " + std::to_string(r.exit_code) + "; its error is above)");
-  return r;
-}
-
-// The last line of a child's stdout that is a JSON object (the benches' machine-readable report).
-nlohmann::json last_json(const std::string& out, const std::string& what) {
-  const size_t at = out.rfind("\n{");
-  const size_t from = at == std::string::npos ? out.find('{') : at + 1;
-  if (from == std::string::npos) throw Error("bench simulate: " + what + " printed no JSON report");
-  return nlohmann::json::parse(out.substr(from));
-}
 
 struct Row {
   std::string name;
@@ -100,9 +80,8 @@ void run(const Flags& f) {
   std::fflush(stdout);
 
   // 1. The simulator's input: per-layer times on one core.
-  must_run({self_executable(), "plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration",
-            cal_path.string()},
-           "tessera plan --calibrate");
+  run_ranks(f.mpirun, 1, {"plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration", cal_path.string()},
+            "bench simulate: tessera plan --calibrate");
   const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
   if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
   const LayerSequence seq = parallel::simulated_layer_sequence(model, side);
@@ -122,7 +101,7 @@ void run(const Flags& f) {
                  .with_pipeline_stages(pp)
                  .with_micro_batches(m)
                  .with_tiles_per_micro_batch(b)
-                 .with_schedule(parallel::parse_pipeline_schedule(schedule))
+                 .with_schedule(parse_pipeline_schedule(schedule))
                  .with_balance(parallel::BalanceStrategy::kTime)
                  .with_layer_train_seconds(layer_seconds)
                  .with_optimizer_step(adam);
@@ -137,12 +116,11 @@ void run(const Flags& f) {
     std::printf("running mpirun -np %d tessera bench pipeline --schedule %s --micro %s …\n", kRanks, schedule.c_str(),
                 micro.c_str());
     std::fflush(stdout);
-    const ChildResult r = must_run(
-        under_mpirun(f, {"bench", "pipeline", "--model", f.model, "--tile", std::to_string(side), "--batch",
+    const ChildResult r = run_ranks(f.mpirun, kRanks, {"bench", "pipeline", "--model", f.model, "--tile", std::to_string(side), "--batch",
                          std::to_string(f.batch), "--micro", micro, "--schedule", schedule, "--balance", "time",
                          "--steps", std::to_string(f.pipeline_steps), "--no-memory", "--threads", "1",
-                         "--calibration", cal_path.string()}),
-        "tessera bench pipeline");
+                         "--calibration", cal_path.string()},
+        "bench simulate: tessera bench pipeline");
     const nlohmann::json report = last_json(r.out, "tessera bench pipeline");
     if (report.at("input_side").get<int64_t>() != side)
       throw Error("bench simulate: bench pipeline ran input side " + report.at("input_side").dump() + ", not " +
@@ -176,8 +154,8 @@ void run(const Flags& f) {
     std::fflush(stdout);
     const fs::path run_dir = dir / "train-run";
     fs::remove_all(run_dir);
-    must_run(under_mpirun(f, {"train", "--config", config.string(), "--run-dir", run_dir.string(), "--no-progress"}),
-             "tessera train");
+    run_ranks(f.mpirun, kRanks, {"train", "--config", config.string(), "--run-dir", run_dir.string(), "--no-progress"},
+              "bench simulate: tessera train");
     runs.push_back(median_step_seconds(RunLayout(run_dir.string()).metrics()));
   }
   {

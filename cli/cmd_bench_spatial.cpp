@@ -38,11 +38,13 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/runtime.hpp"
-#include "tessera/parallel/spatial.hpp"
-#include "tessera/parallel/spatial_hooks.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
+#include "tessera/parallel/modes/spatial_hooks.hpp"
 #include "tessera/run/process_memory.hpp"
 
 namespace tessera::cli {
@@ -98,7 +100,7 @@ std::string mesh_text(const std::vector<int>& parts) {
 // U-Net on this rank's block under a DecompositionScope, gradients summed over the blocks).
 class Worker {
  public:
-  Worker(const UNetOptions& o, parallel::ProcessGrid& grid, const parallel::SpatialMesh& mesh) : net_(o), grid_(grid) {
+  Worker(const UNetOptions& o, parallel::ProcessGrid& grid, const SpatialMesh& mesh) : net_(o), grid_(grid) {
     if (grid.shape().spatial > 1) {
       hooks_ = std::make_unique<parallel::SpatialTrainHooks>(grid.spatial(), grid.data(), mesh);
       hooks_->on_start(net_);
@@ -192,14 +194,14 @@ int64_t predicted_peak(const UNetOptions& o, int64_t side, const std::vector<int
   const LayerSequence seq = unet_layer_sequence(o, side);
   const parallel::SpatialPlan plan = parallel::spatial_plan(seq, parts, parallel::SpatialPlanOptions().with_micro_batch(batch));
   if (std::all_of(parts.begin(), parts.end(), [](int p) { return p == 1; })) {
-    const int64_t one = parallel::stage_bytes(seq, 0, seq.size() - 1, 1, parallel::StageMemoryOptions{});
+    const int64_t one = stage_bytes(seq, 0, seq.size() - 1, 1, StageMemoryOptions{});
     return plan.state_bytes + (one - plan.state_bytes) * batch;
   }
   return plan.bytes;
 }
 
 nlohmann::json worker_measure(const Flags& f, const UNetOptions& o, parallel::ProcessGrid& grid,
-                              const parallel::SpatialMesh& mesh) {
+                              const SpatialMesh& mesh) {
   parallel::Communicator& world = grid.world();
   torch::manual_seed(0);
   Worker w(o, grid, mesh);
@@ -217,7 +219,7 @@ nlohmann::json worker_measure(const Flags& f, const UNetOptions& o, parallel::Pr
 // The largest side (a multiple of the alignment, ≥ one alignment unit per block) whose measured
 // peak fits `cap` bytes on every rank, searched from the planner's prediction.
 nlohmann::json worker_cap(const Flags& f, const UNetOptions& o, parallel::ProcessGrid& grid,
-                          const parallel::SpatialMesh& mesh, int64_t cap) {
+                          const SpatialMesh& mesh, int64_t cap) {
   const int64_t a = unet_alignment(o);
   const int64_t first = a * *std::max_element(mesh.parts.begin(), mesh.parts.end());
   const int64_t j_max = (f.max_side - first) / a;
@@ -253,7 +255,7 @@ nlohmann::json worker_cap(const Flags& f, const UNetOptions& o, parallel::Proces
 void run_worker(const Flags& f) {
   const UNetOptions o = resolve_model(f);
   parallel::Communicator& world = parallel::world();
-  const auto mesh = parallel::SpatialMesh::parse(f.worker_mesh, o.dims, "--worker-mesh");
+  const auto mesh = SpatialMesh::parse(f.worker_mesh, o.dims, "--worker-mesh");
   if (mesh.size() != world.size())
     throw Error("--worker-mesh " + f.worker_mesh + ": " + std::to_string(mesh.size()) + " blocks for " +
                 std::to_string(world.size()) + " ranks");
@@ -273,15 +275,7 @@ void run_worker(const Flags& f) {
 
 // Runs `tessera <args>` on P ranks (mpirun unless P = 1) and returns its last JSON line.
 nlohmann::json launch(const Flags& f, int ranks, const std::vector<std::string>& args, const std::string& what) {
-  std::vector<std::string> cmd;
-  if (ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(ranks)};
-  cmd.push_back(self_executable());
-  cmd.insert(cmd.end(), args.begin(), args.end());
-  const ChildResult r = run_child(cmd, true);
-  const size_t json = r.out.rfind("\n{");
-  if (r.exit_code != 0 || (json == std::string::npos && r.out.rfind('{', 0) != 0))
-    throw Error("bench spatial: " + what + " failed (exit " + std::to_string(r.exit_code) + ")");
-  return nlohmann::json::parse(r.out.substr(json == std::string::npos ? 0 : json + 1));
+  return last_json(run_ranks(f.mpirun, ranks, args, "bench spatial: " + what).out, "bench spatial: " + what);
 }
 
 std::vector<std::string> worker_args(const Flags& f, const UNetOptions& o, const std::string& task,
@@ -301,10 +295,10 @@ std::vector<std::vector<int>> layouts(const Flags& f, int dims) {
   std::vector<std::vector<int>> out;
   for (int p : f.ranks) {
     if (p < 1) throw Error("--ranks: every P must be >= 1");
-    out.push_back(parallel::SpatialMesh::along_first_axis(p, dims).parts);
+    out.push_back(SpatialMesh::along_first_axis(p, dims).parts);
   }
   for (const std::string& m : f.meshes)
-    if (!m.empty()) out.push_back(parallel::SpatialMesh::parse(m, dims, "--mesh").parts);
+    if (!m.empty()) out.push_back(SpatialMesh::parse(m, dims, "--mesh").parts);
   return out;
 }
 
@@ -316,7 +310,7 @@ struct Measured {
 };
 
 Measured measure_layout(const Flags& f, const UNetOptions& o, const LayerSequence& seq, const std::vector<int>& parts) {
-  const parallel::SpatialMesh mesh{parts};
+  const SpatialMesh mesh{parts};
   const nlohmann::json j = launch(f, mesh.size(), worker_args(f, o, "measure", parts), "P = " + mesh.describe());
   const auto state = j.at("state_bytes").get<std::vector<int64_t>>(), step = j.at("step_bytes").get<std::vector<int64_t>>();
   const auto halo = j.at("halo_bytes").get<std::vector<int64_t>>();
@@ -338,7 +332,7 @@ Measured measure_layout(const Flags& f, const UNetOptions& o, const LayerSequenc
 std::string block_text(const UNetOptions& o, int64_t side, const std::vector<int>& parts) {
   std::string s;
   for (int p : parts)
-    s += (s.empty() ? "" : "×") + std::to_string(parallel::block_offsets(side, p, unet_alignment(o), "--side")[1]);
+    s += (s.empty() ? "" : "×") + std::to_string(block_offsets(side, p, unet_alignment(o), "--side")[1]);
   return s;
 }
 
@@ -359,7 +353,7 @@ void run_driver(const Flags& f) {
   double worst_p4 = 0;
   for (const auto& parts : layouts(f, o.dims)) {
     const Measured m = measure_layout(f, o, seq, parts);
-    const int p = parallel::SpatialMesh{parts}.size();
+    const int p = SpatialMesh{parts}.size();
     if (p == 1 && one_rank == 0) one_rank = m.peak;
     const double ratio = one_rank ? double(m.peak) / double(one_rank) : 0;
     if (p == 4) worst_p4 = std::max(worst_p4, ratio);
@@ -389,7 +383,7 @@ void run_driver(const Flags& f) {
   int64_t one_side = 0, largest_p = 0;
   double side_ratio_p4 = 0;
   for (int p : f.ranks) {
-    const auto parts = parallel::SpatialMesh::along_first_axis(p, o.dims).parts;
+    const auto parts = SpatialMesh::along_first_axis(p, o.dims).parts;
     const nlohmann::json j = launch(f, p, worker_args(f, o, "cap", parts), "--memory-cap search on " + std::to_string(p) + " ranks");
     const int64_t side = j.at("side").get<int64_t>(), over = j.at("over_side").get<int64_t>();
     if (p == 1) one_side = side;

@@ -46,14 +46,9 @@ struct TesseraRun {
 
 TesseraRun tessera_run(const Flags& f, const fs::path& config, const fs::path& run) {
   fs::remove_all(run);
-  std::vector<std::string> cmd;
-  if (f.ranks > 1) cmd = {f.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", std::to_string(f.ranks)};
-  for (const std::string& a : {self_executable(), std::string("train"), std::string("--config"), config.string(),
-                              std::string("--run-dir"), run.string(), std::string("--no-progress")})
-    cmd.push_back(a);
-  if (f.ranks == 1) cmd.insert(cmd.end(), {"--threads", std::to_string(f.threads)});
-  const ChildResult t = run_child(cmd, true);
-  if (t.exit_code != 0) throw Error("bench train: tessera train failed (exit " + std::to_string(t.exit_code) + ")");
+  std::vector<std::string> args{"train", "--config", config.string(), "--run-dir", run.string(), "--no-progress"};
+  if (f.ranks == 1) args.insert(args.end(), {"--threads", std::to_string(f.threads)});
+  run_ranks(f.mpirun, f.ranks, args, "bench train: tessera train");
   const std::vector<StepMetrics> steps = read_metrics(RunLayout(run.string()).metrics()).steps;
   TesseraRun r;
   r.step_seconds = median_step_seconds(steps);
@@ -87,7 +82,7 @@ double reference_step_seconds(const Flags& f, const std::string& scene, const st
   if (r.exit_code != 0)
     throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
                 "); it needs python3-torch, python3-rasterio and python3-numpy");
-  return nlohmann::json::parse(r.out.substr(r.out.rfind('{'))).at("step_s_ddp").get<double>();
+  return last_json(r.out, f.ref_script).at("step_s_ddp").get<double>();
 }
 
 void run(const Flags& f) {

@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
-#include "config_file.hpp"
-#include "train_config.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/io/normalization.hpp"
-#include "preprocessing.hpp"
+#include "tessera/engine/preprocessing.hpp"
 #include "tessera/core/dsn_spec.hpp"
 #include "tessera/core/dsn_trainer.hpp"
 #include "tessera/core/model_json.hpp"
@@ -24,6 +24,8 @@
 #include "tessera/core/plugin_loader.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 // The registry with every plugin found; refused plugins are warnings, not failures, so one

@@ -22,8 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "calibration.hpp"
-#include "layout_cli.hpp"
+#include "tessera/engine/calibration.hpp"
+#include "tessera/engine/layout_json.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
@@ -31,11 +31,15 @@
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/memory_calibration.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/modes/memory_calibration.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;
@@ -174,18 +178,28 @@ nlohmann::json simulate_layout(const Flags& f, const UNetOptions& o, const paral
   nlohmann::json j = simulation_json(r, so);
   j["cluster"] = c.name;
   j["file"] = f.simulate;
-  j["activation_checkpoint_modelled"] = L.checkpoint == parallel::ActivationCheckpoint::kNever;
+  j["activation_checkpoint_modelled"] = L.checkpoint == ActivationCheckpoint::kNever;
   return j;
 }
 
-void run_plan(const Flags& f) {
+// The planner's options from the flags and the calibration file, and where its times and
+// memory come from (said beside them).
+struct Planned {
+  parallel::PlanOptions options;
+  fs::path calibration_path;
+  ModelCalibration calibration;
+  std::string time_source = "default CPU figure", memory_source;
+};
+
+Planned plan_options(const Flags& f, const UNetOptions& o) {
   if (f.image.empty()) throw Error("plan: --image is required (W×H or W×H×D)");
   if (f.train && f.infer) throw Error("plan: give one of --train, --infer");
-  const UNetOptions o = f.model.resolve();
-  parallel::PlanOptions po(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30)));
   if (f.device_memory_gib <= 0) throw Error("plan: --device-memory must be > 0 GiB");
-  po.with_training(!f.infer).with_schedule(parallel::parse_pipeline_schedule(f.schedule));
-  if (f.checkpoint != "auto") po.with_checkpoint(parallel::parse_activation_checkpoint(f.checkpoint));
+  Planned p{parallel::PlanOptions(o, parse_image(f.image), f.devices, int64_t(f.device_memory_gib * double(int64_t{1} << 30))),
+            calibration_path(f.calibration), {}};
+  parallel::PlanOptions& po = p.options;
+  po.with_training(!f.infer).with_schedule(parse_pipeline_schedule(f.schedule));
+  if (f.checkpoint != "auto") po.with_checkpoint(parse_activation_checkpoint(f.checkpoint));
   if (f.tile) po.with_tile_inset(*f.tile);
   po.with_consider_spatial(!f.no_spatial);
   if (!o.is_builtin()) {
@@ -195,13 +209,12 @@ void run_plan(const Flags& f) {
     std::fprintf(stderr, "plan: %s is a registry model: costs modelled on the U-Net of the same shape; "
                  "pipeline stages and spatial blocks are not offered (data parallel only)\n", o.name.c_str());
   }
-  std::string time_source = "default CPU figure";
   if (f.throughput_gflops) {
     po.with_device_flops(*f.throughput_gflops * 1e9);
-    time_source = "--throughput";
+    p.time_source = "--throughput";
   }
-  const fs::path path = calibration_path(f.calibration);
-  const ModelCalibration cal = model_calibration(read_calibration(path), path, f.model.preset, o);
+  const fs::path& path = p.calibration_path;
+  const ModelCalibration& cal = p.calibration = model_calibration(read_calibration(path), path, f.model.preset, o);
   if (!cal.other_options.empty() && f.calibration.empty())
     std::fprintf(stderr, "plan: not calibrated: %s\n", cal.other_options.c_str());
   if (!f.calibration.empty() && !cal.device_flops && cal.memory.empty() && cal.time.empty())
@@ -210,65 +223,78 @@ void run_plan(const Flags& f) {
                     : path.string() + ": no calibration for model '" + f.model.preset + "' (run tessera plan --calibrate)");
   if (cal.device_flops && !f.throughput_gflops) {
     po.with_device_flops(*cal.device_flops);
-    time_source = "calibrated, " + path.string();
+    p.time_source = "calibrated, " + path.string();
   }
-  if (!cal.time.empty() && !f.throughput_gflops && !f.infer) time_source = "measured layer times, " + path.string();
-  const std::string memory_source = cal.memory.empty() ? "stage model" : "stage model + calibrated layer extras, " + path.string();
+  if (!cal.time.empty() && !f.throughput_gflops && !f.infer) p.time_source = "measured layer times, " + path.string();
+  p.memory_source = cal.memory.empty() ? "stage model" : "stage model + calibrated layer extras, " + path.string();
   po.with_memory_calibration(cal.memory);
   if (!f.throughput_gflops) po.with_time_calibration(cal.time);
-  const parallel::Layout L = parallel::plan(po);
-  const double gib = double(int64_t{1} << 30);
-  const nlohmann::json sim = f.simulate.empty() ? nlohmann::json() : simulate_layout(f, o, L, po.training, cal, path);
-  if (f.json) {
-    std::vector<double> stage_gib;
-    for (auto b : L.stage_memory_bytes) stage_gib.push_back(double(b) / gib);
-    nlohmann::json j{{"model", f.model.preset},
-                     {"image", Index(po.image.rbegin(), po.image.rend())},
-                     {"training", po.training},
-                     {"devices", po.devices},
-                     {"device_memory_bytes", po.device_memory_bytes},
-                     {"tile",
-                      {{"inset", L.tile_inset},
-                       {"alignment", L.alignment},
-                       {"input_side", L.tile_input_side},
-                       {"output_side", L.tile_output_side},
-                       {"tiles_per_axis", Index(L.tiles_per_axis.rbegin(), L.tiles_per_axis.rend())},
-                       {"tiles", L.tiles},
-                       {"halo_overhead", L.halo_overhead}}},
-                     {"pipeline",
-                      {{"stages", L.stages},
-                       {"balance", L.balance},
-                       {"strategy", "memory"},
-                       {"stage_first_layer", L.stage_first_layer},
-                       {"micro_batches", L.micro_batches},
-                       {"schedule", parallel::to_string(L.schedule)},
-                       {"activation_checkpoint", parallel::to_string(L.checkpoint)},
-                       {"bubble_fraction", L.bubble_fraction}}},
-                     {"spatial",
-                      {{"ranks", L.spatial},
-                       {"mesh", Index(L.spatial_mesh.rbegin(), L.spatial_mesh.rend())},
-                       {"halo_bytes_per_step", L.halo_bytes_per_step},
-                       {"halo_seconds", L.halo_seconds}}},
-                     {"data_parallel", L.data_parallel},
-                     {"devices_used", L.devices_used},
-                     {"memory",
-                      {{"stage_bytes", L.stage_memory_bytes},
-                       {"stage_gib", stage_gib},
-                       {"peak_bytes", L.peak_memory_bytes},
-                       {"peak_gib", double(L.peak_memory_bytes) / gib},
-                       {"source", memory_source}}},
-                     {"time",
-                      {{"stage_seconds", L.stage_seconds},
-                       {"step_seconds", L.step_seconds},
-                       {"steps_per_pass", L.steps},
-                       {"pass_seconds", L.pass_seconds},
-                       {"device_flops", L.device_flops},
-                       {"source", time_source}}},
-                     {"reasons", L.reasons}};
-    if (!sim.is_null()) j["simulation"] = sim;
-    std::cout << j.dump(2) << '\n';
-    return;
-  }
+  return p;
+}
+
+constexpr double kGiB = double(int64_t{1} << 30);
+
+nlohmann::json layout_json(const Flags& f, const Planned& p, const parallel::Layout& L) {
+  const parallel::PlanOptions& po = p.options;
+  std::vector<double> stage_gib;
+  for (auto b : L.stage_memory_bytes) stage_gib.push_back(double(b) / kGiB);
+  return {{"model", f.model.preset},
+          {"image", Index(po.image.rbegin(), po.image.rend())},
+          {"training", po.training},
+          {"devices", po.devices},
+          {"device_memory_bytes", po.device_memory_bytes},
+          {"tile",
+           {{"inset", L.tile_inset},
+            {"alignment", L.alignment},
+            {"input_side", L.tile_input_side},
+            {"output_side", L.tile_output_side},
+            {"tiles_per_axis", Index(L.tiles_per_axis.rbegin(), L.tiles_per_axis.rend())},
+            {"tiles", L.tiles},
+            {"halo_overhead", L.halo_overhead}}},
+          {"pipeline",
+           {{"stages", L.stages},
+            {"balance", L.balance},
+            {"strategy", "memory"},
+            {"stage_first_layer", L.stage_first_layer},
+            {"micro_batches", L.micro_batches},
+            {"schedule", to_string(L.schedule)},
+            {"activation_checkpoint", to_string(L.checkpoint)},
+            {"bubble_fraction", L.bubble_fraction}}},
+          {"spatial",
+           {{"ranks", L.spatial},
+            {"mesh", Index(L.spatial_mesh.rbegin(), L.spatial_mesh.rend())},
+            {"halo_bytes_per_step", L.halo_bytes_per_step},
+            {"halo_seconds", L.halo_seconds}}},
+          {"data_parallel", L.data_parallel},
+          {"devices_used", L.devices_used},
+          {"memory",
+           {{"stage_bytes", L.stage_memory_bytes},
+            {"stage_gib", stage_gib},
+            {"peak_bytes", L.peak_memory_bytes},
+            {"peak_gib", double(L.peak_memory_bytes) / kGiB},
+            {"source", p.memory_source}}},
+          {"time",
+           {{"stage_seconds", L.stage_seconds},
+            {"step_seconds", L.step_seconds},
+            {"steps_per_pass", L.steps},
+            {"pass_seconds", L.pass_seconds},
+            {"device_flops", L.device_flops},
+            {"source", p.time_source}}},
+          {"reasons", L.reasons}};
+}
+
+void print_simulation(const nlohmann::json& sim, const std::string& file) {
+  const auto& b = sim["breakdown"];
+  std::printf("simulated on %s (%s): step %.3g s, pass %.3g s = compute %.3g + bubble %.3g + halo %.3g + allreduce "
+              "%.3g + io %.3g%s\n",
+              sim["cluster"].get<std::string>().c_str(), file.c_str(), sim["step_seconds"].get<double>(),
+              sim["pass_seconds"].get<double>(), b["compute"].get<double>(), b["bubble"].get<double>(),
+              b["halo"].get<double>(), b["allreduce"].get<double>(), b["io"].get<double>(),
+              sim["activation_checkpoint_modelled"].get<bool>() ? "" : " (activation checkpointing not simulated)");
+}
+
+void print_layout(const Flags& f, const Planned& p, const parallel::Layout& L) {
+  const parallel::PlanOptions& po = p.options;
   std::printf("plan for %s on %s, %d devices × %.3g GiB, %s\n", f.model.preset.c_str(), axes(po.image).c_str(), po.devices,
               f.device_memory_gib, po.training ? "training" : "inference");
   std::printf("  tile inset T            %lld (multiple of %lld), input %lld, output %lld\n", (long long)L.tile_inset,
@@ -277,29 +303,35 @@ void run_plan(const Flags& f) {
               (long long)L.tiles, L.halo_overhead);
   std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
   std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
-              parallel::to_string(L.schedule).c_str(), L.bubble_fraction, parallel::to_string(L.checkpoint).c_str());
+              to_string(L.schedule).c_str(), L.bubble_fraction, to_string(L.checkpoint).c_str());
   if (L.spatial > 1)
     std::printf("  spatial parallel sp     %d (%s blocks), halo %.3g MiB per step, %.3g s\n", L.spatial,
                 axes(Index(L.spatial_mesh.begin(), L.spatial_mesh.end())).c_str(),
                 double(L.halo_bytes_per_step) / double(1 << 20), L.halo_seconds);
   std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
-  std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / gib, memory_source.c_str());
+  std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / kGiB, p.memory_source.c_str());
   std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
-              L.pass_seconds, (long long)L.steps, L.device_flops / 1e9, time_source.c_str());
+              L.pass_seconds, (long long)L.steps, L.device_flops / 1e9, p.time_source.c_str());
   std::printf("  stage  first layer        layers  memory GiB  seconds\n");
   for (int s = 0; s < L.stages; ++s)
     std::printf("  %5d  %-18s %6d  %10.3f  %7.3g\n", s, L.stage_first_layer[s].c_str(), L.balance[s],
-                double(L.stage_memory_bytes[s]) / gib, L.stage_seconds[s]);
-  if (!sim.is_null()) {
-    const auto& b = sim["breakdown"];
-    std::printf("simulated on %s (%s): step %.3g s, pass %.3g s = compute %.3g + bubble %.3g + halo %.3g + allreduce "
-                "%.3g + io %.3g%s\n",
-                sim["cluster"].get<std::string>().c_str(), f.simulate.c_str(), sim["step_seconds"].get<double>(),
-                sim["pass_seconds"].get<double>(), b["compute"].get<double>(), b["bubble"].get<double>(),
-                b["halo"].get<double>(), b["allreduce"].get<double>(), b["io"].get<double>(),
-                sim["activation_checkpoint_modelled"].get<bool>() ? ""
-                                                                   : " (activation checkpointing not simulated)");
+                double(L.stage_memory_bytes[s]) / kGiB, L.stage_seconds[s]);
+}
+
+void run_plan(const Flags& f) {
+  const UNetOptions o = f.model.resolve();
+  const Planned p = plan_options(f, o);
+  const parallel::Layout L = parallel::plan(p.options);
+  const nlohmann::json sim =
+      f.simulate.empty() ? nlohmann::json() : simulate_layout(f, o, L, p.options.training, p.calibration, p.calibration_path);
+  if (f.json) {
+    nlohmann::json j = layout_json(f, p, L);
+    if (!sim.is_null()) j["simulation"] = sim;
+    std::cout << j.dump(2) << '\n';
+    return;
   }
+  print_layout(f, p, L);
+  if (!sim.is_null()) print_simulation(sim, f.simulate);
   std::printf("why:\n");
   for (const auto& r : L.reasons) std::printf("  - %s\n", r.c_str());
 }

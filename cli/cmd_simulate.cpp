@@ -13,16 +13,18 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "calibration.hpp"
-#include "layout_cli.hpp"
+#include "tessera/engine/calibration.hpp"
+#include "tessera/engine/layout_json.hpp"
 #include "commands.hpp"
 #include "model_options.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_registry.hpp"
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 struct Flags {
@@ -70,10 +72,10 @@ parallel::SimulationOptions options_for(const Flags& f, const UNetOptions& model
       .with_pipeline_stages(f.pp)
       .with_spatial(f.sp)
       .with_micro_batches(f.micro_batches)
-      .with_schedule(parallel::parse_pipeline_schedule(f.schedule))
+      .with_schedule(parse_pipeline_schedule(f.schedule))
       .with_balance(parallel::parse_balance_strategy(f.balance))
       .with_training(!f.infer)
-      .with_precision(parallel::parse_precision(f.precision))
+      .with_precision(parse_precision(f.precision))
       .with_per_tile_overhead_seconds(f.per_tile_overhead);
 }
 
@@ -83,10 +85,10 @@ void print(const parallel::SimulationResult& r, const parallel::SimulationOption
   const int devices = o.data_parallel * o.pipeline_stages * o.spatial;
   std::cout << fmt::format("simulate {} on {} ({} nodes × {} {}), {}, {}\n", model, c.name, c.nodes,
                            c.devices_per_node, c.device.name, o.training ? "training" : "inference",
-                           parallel::to_string(o.precision));
+                           to_string(o.precision));
   std::cout << fmt::format("  layout        dp {} × pp {} × sp {} = {} devices, M = {}, {}, balance {{{}}}\n",
                            o.data_parallel, o.pipeline_stages, o.spatial, devices, o.micro_batches,
-                           parallel::to_string(o.schedule), fmt::join(r.balance, ", "));
+                           to_string(o.schedule), fmt::join(r.balance, ", "));
   std::cout << fmt::format("  tiles         input side {}, {} tiles per pass, {} steps\n", o.sequence.input_side,
                            o.tiles, r.steps);
   std::cout << fmt::format("  one tile      {:.3g} TFLOP {}, {:.3f} s on one device ({:.1f}% of peak)\n",

@@ -101,4 +101,46 @@ class FlagOverrides {
   std::map<std::string, std::string> text_;
 };
 
+namespace detail {
+// add_field_flags' visitor: one flag per declared field, bound to the field.
+struct FieldFlagBinder : options_detail::DottedVisitor<FieldFlagBinder> {
+  CLI::App* cmd = nullptr;
+  const std::map<std::string, std::string>* aliases = nullptr;
+  std::string names(const std::string& key, bool negated) const {
+    std::string n = negated ? "--no-" + flag_name(key).substr(2) : flag_name(key);
+    const auto it = aliases->find(key);
+    return it == aliases->end() ? n : n + "," + it->second;
+  }
+  template <class M>
+  void field(const char* key, M& m, const char* help) {
+    const std::string path = this->prefix + key;
+    if constexpr (std::is_same_v<M, bool>) {
+      if (m) cmd->add_flag_callback(names(path, true), [&m] { m = false; }, help);
+      else cmd->add_flag(names(path, false), m, help);
+    } else if constexpr (std::is_enum_v<M>) {
+      cmd->add_option_function<std::string>(names(path, false), [&m](const std::string& v) { parse_value(v, m); }, help)
+          ->default_str(value_name(m));
+    } else {
+      cmd->add_option(names(path, false), m, help)->capture_default_str();
+    }
+  }
+  template <class S>
+  void list(const char*, std::vector<S>&, const char*) {}
+};
+}  // namespace detail
+
+/// Binds every declared field of `o` to a flag of `cmd` (options declared once: the flag, its
+/// help and its shown default come from the declaration): --<key> with dashes (min_area →
+/// --min-area), the value parsed into the field as its type (an enum through parse_value);
+/// a bool field that holds true is --no-<key> (it turns it off), one that holds false is
+/// --<key>. `aliases` adds names per key. The callbacks point at `o`: keep it where it is
+/// until parsing is done.
+template <class O>
+void add_field_flags(CLI::App* cmd, O& o, const std::map<std::string, std::string>& aliases = {}) {
+  detail::FieldFlagBinder binder;
+  binder.cmd = cmd;
+  binder.aliases = &aliases;
+  fields(o, binder);
+}
+
 }  // namespace tessera::cli

@@ -7,12 +7,14 @@
 
 #include <gtest/gtest.h>
 
-#include "config_file.hpp"
-#include "msd_dataset.hpp"
-#include "train_config.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/msd_dataset.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;

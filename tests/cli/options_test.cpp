@@ -10,15 +10,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "config_file.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "model_options.hpp"
 #include "options_cli.hpp"
-#include "options_yaml.hpp"
-#include "preprocessing.hpp"
-#include "train_config.hpp"
+#include "tessera/engine/options_yaml.hpp"
+#include "tessera/engine/preprocessing.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/core/model_json.hpp"
 
 namespace tessera::cli {
+
+using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
 namespace {
 
 namespace fs = std::filesystem;

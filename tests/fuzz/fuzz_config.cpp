@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "config_file.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "fuzz_input.hpp"
 
 namespace {
 
-using tessera::cli::ConfigFile;
-using tessera::cli::ConfigSection;
+using tessera::engine::ConfigFile;
+using tessera::engine::ConfigSection;
 
 constexpr char kName[] = "fuzz.yaml";
 
@@ -132,7 +132,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const tessera::Error& e) {
       expect_named(e);
     }
-    (void)tessera::cli::closest_key(text.substr(0, 80), {"learning_rate", "tile", "batch", "steps"});
+    (void)tessera::engine::closest_key(text.substr(0, 80), {"learning_rate", "tile", "batch", "steps"});
   } catch (const tessera::Error& e) {
     expect_named(e);
   }

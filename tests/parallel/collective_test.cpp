@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/communicator.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/comm/communicator.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::parallel {
 namespace {

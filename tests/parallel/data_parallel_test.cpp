@@ -18,8 +18,8 @@
 
 #include "../core/memory_image.hpp"
 #include "tessera/core/trainer.hpp"
-#include "tessera/parallel/data_parallel.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/data_parallel.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
 

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/parallel/device_monitor.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/device_monitor.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/telemetry.hpp"
 
 namespace tessera::parallel {

@@ -20,8 +20,8 @@
 
 #include "../core/memory_image.hpp"
 #include "tessera/core/dsn_trainer.hpp"
-#include "tessera/parallel/domain_hooks.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
 

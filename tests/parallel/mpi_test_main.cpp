@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

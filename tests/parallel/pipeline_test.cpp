@@ -21,10 +21,12 @@
 #include "tessera/core/losses.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/core/unet_stages.hpp"
-#include "tessera/parallel/pipeline.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/modes/pipeline.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::parallel {
 namespace {

@@ -3,8 +3,8 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/runtime.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
 
 namespace tessera::parallel {
 namespace {

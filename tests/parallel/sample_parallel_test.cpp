@@ -14,8 +14,8 @@
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/raster.hpp"
 #include "tessera/io/volume.hpp"
-#include "tessera/parallel/runtime.hpp"
-#include "tessera/parallel/sample_parallel.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/parallel/modes/sample_parallel.hpp"
 
 namespace tessera::parallel {
 namespace {

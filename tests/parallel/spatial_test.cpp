@@ -36,11 +36,13 @@
 #include "tessera/core/model_registry.hpp"
 #include "tessera/core/plugin_loader.hpp"
 #include "tessera/core/unet.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/process_grid.hpp"
-#include "tessera/parallel/runtime.hpp"
-#include "tessera/parallel/spatial.hpp"
-#include "tessera/parallel/spatial_hooks.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
+#include "tessera/parallel/modes/spatial_hooks.hpp"
 
 namespace tessera::parallel {
 namespace {

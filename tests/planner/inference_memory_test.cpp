@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/planner.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
 
 namespace tessera::parallel {
 namespace {

@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/planner.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
 
 namespace tessera::parallel {
 namespace {

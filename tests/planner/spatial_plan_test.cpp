@@ -7,8 +7,10 @@
 #include <numeric>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/planner.hpp"
-#include "tessera/parallel/spatial.hpp"
+#include "tessera/parallel/plan/partition.hpp"
+#include "tessera/parallel/plan/plan.hpp"
+#include "tessera/parallel/plan/spatial_cost.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
 
 namespace tessera::parallel {
 namespace {

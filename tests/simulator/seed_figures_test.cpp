@@ -18,8 +18,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::parallel {
 namespace {

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "tessera/core/error.hpp"
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::parallel {
 namespace {

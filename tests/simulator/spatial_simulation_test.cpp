@@ -20,8 +20,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "tessera/parallel/cluster.hpp"
-#include "tessera/parallel/simulator.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::parallel {
 namespace {

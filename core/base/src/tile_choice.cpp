@@ -1,5 +1,7 @@
 #include "tessera/core/tile_choice.hpp"
 
+#include "tessera/core/memory_model.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -177,6 +179,12 @@ TileChoice choose_tile(const TileChoiceOptions& o, const Index& extent, int64_t 
   c.predicted_bytes = predict(predicted_bytes, c.steps);
   c.reason = "auto: smallest tile; predicted " + format_bytes(c.predicted_bytes) + " exceeds the " + budget;
   return c;
+}
+
+TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, const UNetOptions& model, int batch,
+                       int64_t baseline_bytes) {
+  return choose_tile(options, extent, unet_alignment(model),
+                     [&](const Index& steps) { return baseline_bytes + inference_bytes(model, steps, batch); });
 }
 
 }  // namespace tessera

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "tessera/core/geometry.hpp"
+#include "tessera/core/unet_spec.hpp"
 
 namespace tessera {
 
@@ -71,5 +72,11 @@ struct TileChoice {
 /// Throws tessera::Error naming --tile when `tile` is off the alignment.
 TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, int64_t alignment,
                        const TileMemoryModel& predicted_bytes);
+
+/// The tile `tessera infer` runs `model` at: choose_tile() with the memory model's forward-only
+/// prediction (memory_model.hpp's inference_bytes, `batch` tiles) on top of `baseline_bytes`
+/// this process holds already.
+TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, const UNetOptions& model, int batch,
+                       int64_t baseline_bytes);
 
 }  // namespace tessera

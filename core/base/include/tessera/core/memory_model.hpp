@@ -1,0 +1,114 @@
+#pragma once
+// The memory model of a U-Net's layers on one device: a pipeline stage of consecutive layers
+// [first, last] of a layer sequence (core/layer_sequence.hpp), training or inference, and the
+// single-process tiled inference that `--tile auto` sizes (tile_choice.hpp). The planner
+// (parallel/plan/) prices layouts with it; core's tile choice calls it directly. Torch-free:
+// plain arithmetic on LayerSequence; thread safe (no shared state).
+//
+// Stage memory model (bytes, one device), see stage_bytes():
+//   training:  16 B per parameter of the stage's layers (weights, gradients, Adam's two moments)
+//              + (in flight − 1) micro-batches held whole: the received activation (the
+//                network input for stage 0), every skip tensor received from an earlier stage
+//                (cropped to what the concatenation consumes; skips go directly producer →
+//                consumer, so stages in between hold nothing), both held until their gradient
+//                is sent back, everything autograd keeps for the stage's layers, and the
+//                output sent on when no layer of this stage keeps it (a convolution's, norm's
+//                or up-sampling's: the sender holds it until that micro-batch's backward)
+//              + the micro-batch being computed, at its worst layer x: the received tensors,
+//                what layers first … x keep (later layers have not run yet in the forward and
+//                are freed already in the backward), x's input + output (or their gradients)
+//                and, when calibrated, x's measured extra (LayerMemoryCalibration).
+//              Micro-batches in flight: M for GPipe, min(M, K − s) for 1F1B stage s (0-based).
+//              With activation checkpointing the whole micro-batches hold their received
+//              tensors only (`always`), or all but one of them do (`except_last`).
+//   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
+//              tensors the stage holds at that layer).
+// Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/geometry.hpp"
+#include "tessera/core/layer_sequence.hpp"
+
+namespace tessera {
+
+enum class PipelineScheduleKind { kGPipe, kOneFOneB };
+std::string to_string(PipelineScheduleKind s);                  ///< gpipe, 1f1b
+PipelineScheduleKind parse_pipeline_schedule(const std::string& s);
+
+/// Activation checkpointing of pipeline micro-batches: `never` keeps every in-flight
+/// micro-batch's activations; `always` keeps only each micro-batch's received tensors and
+/// recomputes its forward just before its backward; `except_last` does so for all but the
+/// last micro-batch (whose backward, under GPipe, comes first and would recompute at once).
+enum class ActivationCheckpoint { kNever, kAlways, kExceptLast };
+std::string to_string(ActivationCheckpoint c);                  ///< never, always, except_last
+ActivationCheckpoint parse_activation_checkpoint(const std::string& s);
+
+struct StageMemoryOptions {
+  int micro_batches = 1;  ///< M
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;
+  bool training = true;
+  std::vector<int64_t> extra_bytes;  ///< per layer of the sequence: calibrated extra (empty: none)
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
+
+  StageMemoryOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
+  StageMemoryOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  StageMemoryOptions& with_training(bool t) { training = t; return *this; }
+  StageMemoryOptions& with_extra_bytes(std::vector<int64_t> e) { extra_bytes = std::move(e); return *this; }
+  StageMemoryOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
+  /// Micro-batches whose activations a stage holds at once.
+  int in_flight(int from_end) const;
+};
+
+/// Predicted peak bytes of the stage holding layers [first, last] (model in the header
+/// comment), excluding the per-process baseline.
+int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o);
+
+/// The terms stage_bytes() adds for one stage, for searches that price many micro-batch
+/// counts and checkpointing modes of the same stage (the planner): fixed bytes (parameters,
+/// optimiser, inference's working set), what each further micro-batch in flight holds whole,
+/// what a checkpointed micro-batch keeps (its received tensors), and the micro-batch being
+/// computed at its worst layer.
+struct StageTerms {
+  int64_t fixed = 0;
+  int64_t per_flight = 0;
+  int64_t received = 0;
+  int64_t current = 0;
+
+  int64_t bytes(int in_flight, ActivationCheckpoint c) const {
+    switch (c) {
+      case ActivationCheckpoint::kNever: return fixed + (in_flight - 1) * per_flight + current;
+      case ActivationCheckpoint::kAlways: return fixed + (in_flight - 1) * received + current;
+      case ActivationCheckpoint::kExceptLast:  // the last micro-batch whole beside a recomputed one
+        return fixed + (in_flight >= 2 ? per_flight + (in_flight - 2) * received : 0) + current;
+    }
+    return 0;
+  }
+};
+
+/// stage_bytes()' terms of the stage [first, last]; `extra` is empty or one calibrated extra
+/// per layer. Throws tessera::Error when `extra` has another length.
+StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training, const std::vector<int64_t>& extra);
+
+/// The layer sequence of a box whose input side differs per axis (unet_layer_sequence is for
+/// cubes): the same layers, each element count the product of its per-axis sides.
+LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_sides);
+
+/// Forward-only tiled inference of the whole network in one process (core/inference.hpp, no
+/// autograd): predicted peak bytes, per-process baseline excluded, for `batch` tiles of inset
+/// `steps` per axis (a tile clamped to a thin image is no cube; each axis reads step + r + 2ε).
+/// The network's share is stage_bytes()' inference model for one stage holding every layer
+/// (weights + per tile the largest working set: a layer's input and output and the skips
+/// alive at it); beside it the tiled loop holds the input windows of this batch and of the
+/// next (read ahead), their stacked and channels-last copies, and the logits it hands on.
+/// Those tensors are multiplied by kInferenceAllocatorSlack. Throws tessera::Error when the
+/// network cannot take a side.
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch);
+/// Peak resident bytes above the baseline per byte of tensors alive at once, measured for
+/// `tessera infer` (LibTorch 1.13 CPU, glibc malloc, 2-D and 3-D, tiles 40 … 2048): 1.3 with one
+/// tile, up to 2.8 with many — oneDNN reorders and workspaces, and the allocator keeping the
+/// blocks of earlier tiles. The upper end, so a budget holds.
+inline constexpr double kInferenceAllocatorSlack = 3.0;
+
+}  // namespace tessera

@@ -1,0 +1,134 @@
+#include "tessera/core/memory_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tessera/core/error.hpp"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kFloatBytes = 4;
+
+}  // namespace
+
+std::string to_string(PipelineScheduleKind s) { return s == PipelineScheduleKind::kGPipe ? "gpipe" : "1f1b"; }
+
+PipelineScheduleKind parse_pipeline_schedule(const std::string& s) {
+  if (s == "gpipe") return PipelineScheduleKind::kGPipe;
+  if (s == "1f1b") return PipelineScheduleKind::kOneFOneB;
+  throw Error("schedule: '" + s + "' is not one of gpipe, 1f1b");
+}
+
+std::string to_string(ActivationCheckpoint c) {
+  switch (c) {
+    case ActivationCheckpoint::kNever: return "never";
+    case ActivationCheckpoint::kAlways: return "always";
+    case ActivationCheckpoint::kExceptLast: return "except_last";
+  }
+  return "?";
+}
+
+ActivationCheckpoint parse_activation_checkpoint(const std::string& s) {
+  if (s == "never") return ActivationCheckpoint::kNever;
+  if (s == "always") return ActivationCheckpoint::kAlways;
+  if (s == "except_last") return ActivationCheckpoint::kExceptLast;
+  throw Error("activation_checkpoint: '" + s + "' is not one of never, always, except_last");
+}
+
+StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training,
+                       const std::vector<int64_t>& extra) {
+  TESSERA_CHECK(first >= 0 && first <= last && last < seq.size());
+  if (!extra.empty() && static_cast<int>(extra.size()) != seq.size())
+    throw Error("stage memory: extra_bytes has " + std::to_string(extra.size()) + " entries for " +
+                std::to_string(seq.size()) + " layers");
+  StageTerms t;
+  int64_t received = 0;
+  if (training) {
+    received += seq.layers[first].in_elements * kFloatBytes;  // received activation / network input
+    for (const auto& s : seq.skips)
+      if (s.producer < first && s.consumer >= first && s.consumer <= last) received += s.cropped_elements * kFloatBytes;
+  }
+  int64_t kept = 0, work = 0;
+  for (int x = first; x <= last; ++x) {
+    const Layer& l = seq.layers[x];
+    t.fixed += layer_bytes(l, 1, training) - (training ? l.saved_bytes : 0);
+    int64_t live = (l.in_elements + l.out_elements) * kFloatBytes;
+    if (training) {
+      kept += l.saved_bytes;
+      if (!extra.empty()) live += extra[size_t(x)];
+      work = std::max(work, received + kept + live);
+      continue;
+    }
+    // Inference: skips this stage holds at layer x (after their producer, up to and including
+    // the concatenation): those consumed here, whether produced here or received.
+    for (const auto& s : seq.skips)
+      if (s.consumer <= last && s.consumer >= first && s.producer < x && x <= s.consumer)
+        live += (s.producer >= first ? s.elements : s.cropped_elements) * kFloatBytes;
+    work = std::max(work, live);
+  }
+  if (training) {
+    // A stage keeps the output it sent on until that micro-batch's backward (the root of its
+    // autograd graph). ReLU, pool, concatenation and head outputs are already in `kept`; a
+    // convolution's, norm's or up-sampling's is counted at the layer consuming it, which
+    // lives on the next stage, so here it is held twice.
+    const Layer& out = seq.layers[size_t(last)];
+    const bool counted = out.kind == LayerKind::kActivation || out.kind == LayerKind::kPool ||
+                         out.kind == LayerKind::kConcat || out.kind == LayerKind::kHead;
+    t.per_flight = received + kept + (last + 1 < seq.size() && !counted ? out.out_elements * kFloatBytes : 0);
+    t.received = received;
+    t.current = work;
+  } else {
+    t.fixed += work;
+  }
+  return t;
+}
+
+int StageMemoryOptions::in_flight(int from_end) const {
+  if (!training) return 1;
+  return schedule == PipelineScheduleKind::kGPipe ? micro_batches : std::min(micro_batches, from_end);
+}
+
+int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
+  return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end), o.checkpoint);
+}
+
+LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_sides) {
+  std::vector<LayerSequence> axes;
+  for (int64_t s : input_sides) axes.push_back(unet_layer_sequence(model, s));
+  auto volume = [&](auto side) {
+    int64_t v = 1;
+    for (const auto& a : axes) v *= side(a);
+    return v;
+  };
+  LayerSequence seq = axes.front();
+  for (size_t i = 0; i < seq.layers.size(); ++i) {
+    Layer& l = seq.layers[i];
+    l.in_elements = l.in_channels * volume([&](const LayerSequence& a) { return a.layers[i].in_side; });
+    l.out_elements = l.out_channels * volume([&](const LayerSequence& a) { return a.layers[i].out_side; });
+    // What a layer keeps is a whole number of bytes per output element (4, 12 or 0).
+    const Layer& cube = axes.front().layers[i];
+    l.saved_bytes = cube.out_elements > 0 ? cube.saved_bytes / cube.out_elements * l.out_elements : 0;
+  }
+  for (SkipEdge& e : seq.skips) {
+    e.elements = seq.layers[size_t(e.producer)].out_elements;
+    e.cropped_elements = seq.layers[size_t(e.producer)].out_channels *
+                         volume([&](const LayerSequence& a) { return a.layers[size_t(e.consumer)].out_side; });
+  }
+  return seq;
+}
+
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch) {
+  TESSERA_CHECK(batch >= 1 && static_cast<int>(steps.size()) == model.dims);
+  Index sides;
+  for (int64_t s : steps) sides.push_back(s + unet_remainder(model) + 2 * unet_halo(model));
+  const LayerSequence seq = box_layer_sequence(model, sides);
+  const int64_t weights = kFloatBytes * seq.parameter_count();
+  const int64_t network = stage_bytes(seq, 0, seq.size() - 1, 1, StageMemoryOptions{}.with_training(false)) - weights;
+  const Layer& first = seq.layers.front();
+  const int64_t window = first.in_elements * kFloatBytes + first.in_elements / first.in_channels;  // values + valid
+  const int64_t loop = 2 * window + 2 * first.in_elements * kFloatBytes + seq.layers.back().out_elements * kFloatBytes;
+  return weights + std::llround(kInferenceAllocatorSlack * double(batch) * double(network + loop));
+}
+
+}  // namespace tessera

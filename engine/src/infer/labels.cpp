@@ -1,0 +1,81 @@
+#include <filesystem>
+#include <limits>
+#include <optional>
+
+#include <torch/torch.h>
+
+#include "infer_parts.hpp"
+#include "tessera/core/tensor_io.hpp"
+#include "tessera/io/open_image.hpp"
+#include "tessera/io/probability_raster.hpp"
+#include "tessera/io/resample.hpp"
+
+namespace tessera::engine::infer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The label sink of a rank that computes but does not write (ranks other than 0 under --sp).
+class DiscardedLabels final : public LabelSink {
+ public:
+  void write(const Box&, const Block<uint8_t>&) override {}
+  void commit() override {}
+};
+
+Block<float> to_block_f32(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kFloat).contiguous();
+  Block<float> b(Index(c.sizes().begin(), c.sizes().end()));
+  std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), b.data.begin());
+  return b;
+}
+
+void make_parent(const std::string& path) {
+  if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+}
+
+// The labels' sink on `original`'s grid, resampling back from the network's grid when `image`
+// is `original` resampled.
+std::unique_ptr<LabelSink> label_sink(const std::string& labels, const ImageSource& image, const ImageSource& original,
+                                      const io::LabelStyle& style) {
+  make_parent(labels);
+  std::unique_ptr<LabelSink> sink = io::create_label_sink(labels, original.info(), style);
+  if (&image == &original) return sink;
+  return std::make_unique<io::ResamplingLabelSink>(std::move(sink), io::grid_of(image.info()), io::grid_of(original.info()));
+}
+
+}  // namespace
+
+InferenceReport write_labels(const InferOptions& o, UNet& net, const ImageSource& image, const ImageSource& original,
+                             const Normalization& norm, const std::string& labels, const std::string& probabilities,
+                             const InferenceOptions& options, bool writes, const std::vector<std::string>& class_names,
+                             const io::LabelStyle& style) {
+  std::unique_ptr<LabelSink> sink =
+      writes ? label_sink(labels, image, original, style) : std::make_unique<DiscardedLabels>();
+  if (o.probabilities.empty()) {
+    const InferenceReport r = infer_labels(net, image, norm, *sink, options);
+    sink->commit();
+    return r;
+  }
+  std::optional<io::ProbabilityRasterWriter> probs;
+  if (writes) {
+    make_parent(probabilities);
+    probs.emplace(io::ProbabilityRasterOptions(probabilities, image.info().extent, image.info().geo,
+                                               static_cast<int>(net->options().classes))
+                      .with_class_names(class_names)
+                      .with_cog(o.cog));
+  }
+  auto write = [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
+    if (!probs) return;
+    auto argmax = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(), int64_t{kNoDataLabel});
+    sink->write(t.inset, to_block_u8(argmax));
+    auto p = torch::softmax(logits.to(torch::kFloat), 0)
+                 .masked_fill_(valid.logical_not().unsqueeze(0), std::numeric_limits<float>::quiet_NaN());
+    probs->write(t.inset, to_block_f32(p));
+  };
+  const InferenceReport r = for_each_tile(net, image, norm, options, write);
+  if (probs) probs->commit();
+  sink->commit();
+  return r;
+}
+
+}  // namespace tessera::engine::infer

@@ -1,0 +1,41 @@
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "infer_parts.hpp"
+#include "tessera/core/model_json.hpp"
+#include "tessera/io/normalization.hpp"
+#include "tessera/io/open_image.hpp"
+
+namespace tessera::engine::infer {
+
+int Model::classes() const { return static_cast<int>(loaded.meta.model.classes); }
+
+Model load_model(const InferOptions& o) {
+  namespace fs = std::filesystem;
+  Model m;
+  if (!o.checkpoint.empty()) {
+    m.loaded = load_checkpoint(o.checkpoint);
+    // What made the labels, as their STAC items record it (a finished scene is kept only
+    // when the same maker made it).
+    m.maker = {"U-Net from a checkpoint (step " + std::to_string(m.loaded.meta.step) + ")",
+               fs::absolute(o.checkpoint).lexically_normal().string()};
+    return m;
+  }
+  m.loaded.meta.model = o.model;
+  const nlohmann::json options = o.model;  // every override counts: another size is another model
+  m.maker = {o.model_preset + " " + options.dump() + " (random init, seed " + std::to_string(o.seed) + ")", ""};
+  return m;
+}
+
+Network network_for(const InferOptions& o, const Model& model, const ImageSource& image) {
+  if (model.loaded.net) return {model.loaded.net, io::resolve_normalization(model.loaded.meta.norm, image)};
+  UNetOptions options = o.model;
+  options.dims = static_cast<int>(image.info().extent.size());
+  options.in_channels = image.info().channels;  // random init follows the input's bands
+  torch::manual_seed(o.seed);
+  return {UNet(options), io::default_normalization(image)};
+}
+
+}  // namespace tessera::engine::infer

@@ -1,0 +1,64 @@
+#include "tessera/engine/infer_options.hpp"
+
+#include <cmath>
+
+#include "tessera/core/error.hpp"
+#include "tessera/core/tile_choice.hpp"
+#include "tessera/io/open_image.hpp"
+#include "tessera/io/vector_export.hpp"
+
+namespace tessera::engine {
+namespace {
+
+// What runs: exactly one of a checkpoint and init random; the precision and the tiles.
+void validate_model(const InferOptions& o) {
+  if (o.checkpoint.empty() == o.init.empty())
+    throw Error("infer: give exactly one of --checkpoint CKPT or --init random (with --model PRESET)");
+  if (!o.init.empty() && o.init != "random") throw Error("--init '" + o.init + "': only 'random' is supported");
+  if (o.precision != "fp32" && o.precision != "bf16")
+    throw Error("--precision: '" + o.precision + "' is not one of fp32, bf16");
+  if (o.batch < 1) throw Error("--batch: must be >= 1, got " + std::to_string(o.batch));
+  if (o.threads < 0) throw Error("--threads: must be >= 0 (0: cores / ranks), got " + std::to_string(o.threads));
+  parse_tile_option(o.tile);
+  if (!o.memory_budget.empty()) parse_memory_size(o.memory_budget);
+}
+
+void validate_spatial(const InferOptions& o) {
+  const std::string sp = "--sp " + std::to_string(o.sp);
+  if (o.sp < 1) throw Error(sp + ": must be >= 1");
+  if (!o.sp_mesh.empty() && o.sp == 1) throw Error("--sp-mesh " + o.sp_mesh + ": needs --sp N (the mesh's product)");
+  if (o.sp > 1 && !o.run_dir.empty())
+    throw Error(sp + ": not with --run-dir " + o.run_dir + " (sample-parallel inference spreads whole tiles over the "
+                "ranks; use one of them)");
+}
+
+// The outputs' own flags: --vectorize's, --probabilities', --t-srs's.
+void validate_outputs(const InferOptions& o) {
+  if (o.vectorize.empty() && (o.min_area != 0 || o.simplify != 0 || o.vector_background))
+    throw Error("--min-area, --simplify and --vector-background need --vectorize OUT.gpkg");
+  if (!(o.min_area >= 0 && std::isfinite(o.min_area)))
+    throw Error("--min-area: must be a finite area >= 0 (map units^2), got " + std::to_string(o.min_area));
+  if (!(o.simplify >= 0 && std::isfinite(o.simplify)))
+    throw Error("--simplify: must be a finite tolerance >= 0 (map units), got " + std::to_string(o.simplify));
+  if (!o.vectorize.empty()) io::vector_driver_for(o.vectorize);
+  if (!o.probabilities.empty() && !o.run_dir.empty())
+    throw Error("--probabilities " + o.probabilities + ": not with --run-dir (one process, or --sp N)");
+  if (!o.probabilities.empty() && io::is_volume_path(o.probabilities))
+    throw Error("--probabilities " + o.probabilities + ": probabilities are a GeoTIFF (.tif)");
+  if (o.tr != 0 && o.t_srs.empty()) throw Error("--tr " + std::to_string(o.tr) + ": needs --t-srs");
+  if (!(o.tr >= 0 && std::isfinite(o.tr))) throw Error("--tr: must be a positive pixel size, got " + std::to_string(o.tr));
+  if (!o.t_srs.empty() && !o.probabilities.empty())
+    throw Error("--probabilities " + o.probabilities + ": not with --t-srs (probabilities stay on the input's grid)");
+}
+
+}  // namespace
+
+void InferOptions::validate() const {
+  if (input.empty()) throw Error("infer: --input is required");
+  if (output.empty()) throw Error("infer: --output is required");
+  validate_model(*this);
+  validate_spatial(*this);
+  validate_outputs(*this);
+}
+
+}  // namespace tessera::engine

@@ -1,0 +1,161 @@
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "train_parts.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/threads.hpp"
+#include "tessera/io/open_image.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
+#include "tessera/run/run_layout.hpp"
+#include "tessera/run/run_writer.hpp"
+#include "tessera/run/staged_file.hpp"
+
+namespace tessera::engine::train {
+namespace {
+
+// Domain-parallel hooks that also drive the device monitor.
+class MonitoredDomainHooks : public parallel::DomainParallelHooks {
+ public:
+  using DomainParallelHooks::DomainParallelHooks;
+  std::function<void(int64_t, double)> step_callback;
+  void on_step(int64_t step, double loss) override {
+    if (step_callback) step_callback(step, loss);
+  }
+};
+
+// "0 (source)", "1 2 3": domains as the plan line names them.
+std::string describe_domains(const std::vector<int>& domains) {
+  std::string s;
+  for (int d : domains) s += (s.empty() ? "" : ", ") + (d == 0 ? std::string("source") : "target " + std::to_string(d));
+  return s;
+}
+
+// What the domain-parallel path does not do, refused in one line naming the key: a DSN
+// trains domain parallel in fp32 without resuming, its shared gradients summed in one
+// allreduce per step (no buckets, no overlap, no compression), without validation.
+void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
+  const std::string& config = request.config;
+  const ParallelConfig defaults;
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    throw Error(config + ": " + key + ": model.kind dsn " + why);
+  };
+  if (c.parallel.pp > 1 || c.parallel.sp > 1 || !c.parallel.sp_mesh.empty())
+    throw Error(config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
+                "supported with it");
+  if (c.train.precision != "fp32") refuse("train.precision " + c.train.precision, "trains in fp32");
+  if (c.parallel.gradient_compression != defaults.gradient_compression)
+    refuse("parallel.gradient_compression " + c.parallel.gradient_compression, "sums its gradients in fp32 (use none)");
+  if (c.parallel.fusion_mib != defaults.fusion_mib)
+    refuse("parallel.fusion_mib", "sums its shared gradients in one allreduce per step, without buckets (leave it out)");
+  if (c.parallel.overlap_allreduce != defaults.overlap_allreduce)
+    refuse("parallel.overlap_allreduce", "sums its shared gradients after the backward, never during it (leave it out)");
+  if (c.train.early_stopping > 0)
+    refuse("train.early_stopping", "has no validation to stop on (its source holdout is scored with tessera eval; use 0)");
+  if (!request.profile.empty()) throw Error("--profile: not supported with model.kind dsn");
+  if (!request.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
+  if (!c.model.options.is_builtin())
+    throw Error(config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
+                " cannot be one (use a unet preset)");
+}
+
+// The source as plain pairs (domain 0; its holdout is never trained on: score it with
+// tessera eval) and every target's images, unlabelled (domains 1…).
+struct Domains {
+  Dataset source;
+  CheckpointMeta meta;
+  std::vector<std::unique_ptr<ImageSource>> target_images;
+  std::vector<std::vector<TrainingPair>> pairs;
+};
+
+Domains open_domains(const std::string& config, RunConfig& c) {
+  RunConfig source = c;
+  source.data.pairs = c.data.source.pairs;
+  source.validate = false;
+  Domains d;
+  d.source = open_pairs(source, config);
+  d.meta = describe_model(source, d.source, config);
+  c.model.options = source.model.options;
+  d.pairs.push_back(d.source.pairs);
+  for (const TargetConfig& target : c.data.targets) {
+    d.pairs.emplace_back();
+    for (const std::string& path : target.images) {
+      d.target_images.push_back(io::open_image(config_relative(config, path)));
+      const ImageSource& image = *d.target_images.back();
+      d.pairs.back().push_back({&image, nullptr, Box{Index(image.info().extent.size(), 0), image.info().extent}});
+    }
+  }
+  return d;
+}
+
+void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const MonitoredDomainHooks& hooks, int groups,
+                    int ranks, int threads) {
+  const UNetOptions& model = c.model.options;
+  const TrainOptions& t = c.train;
+  const int64_t priv = dsn_private_parameter_count(model, dsn_options);
+  std::fprintf(stderr,
+               "train: DSN, 1 source + %d target(s), %d-D U-Net L=%d f=%d (%lld parameters) + private encoders of "
+               "%lld + reconstruction decoder %lld + domain classifier %lld; %s similarity; tiles %lld, batch %d per "
+               "domain and replica; %d ranks = %d domain groups x %d replicas, %d threads\n",
+               dsn_options.domains - 1, model.dims, model.levels, model.base_filters,
+               (long long)unet_parameter_count(model), (long long)priv,
+               (long long)dsn_recon_parameter_count(model, dsn_options),
+               (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
+               (long long)t.tile, t.batch, ranks, groups, hooks.replicas(), threads);
+  for (int g = 0; g < groups; ++g)
+    std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", g, g * hooks.replicas(),
+                 (g + 1) * hooks.replicas() - 1,
+                 describe_domains(parallel::domains_of_group(g, groups, dsn_options.domains)).c_str());
+}
+
+}  // namespace
+
+// mpirun -np P tessera train --config dsn.yaml: P ranks in G domain groups of P / G replicas
+// (parallel.dp), group g training the domains [g·D/G, (g+1)·D/G) (parallel/domain_hooks.hpp).
+void run_dsn(const TrainRequest& request, RunConfig& c) {
+  const std::string& config = request.config;
+  refuse_unsupported(request, c);
+  Domains data = open_domains(config, c);
+  const UNetOptions& model = c.model.options;
+  TrainOptions& t = c.train;
+  DsnOptions dsn_options = c.model.dsn;
+  dsn_options.domains = static_cast<int>(data.pairs.size());
+  try {
+    dsn_options.validate(model);
+  } catch (const Error& e) {
+    throw Error(config + ": " + e.what());
+  }
+  check_dsn_training(model, dsn_options, data.pairs, t);
+
+  parallel::Communicator& world = parallel::world();
+  const int groups = parallel::domain_groups(world.size(), dsn_options.domains, c.parallel.dp);
+  MonitoredDomainHooks hooks(world, groups, dsn_options.domains);
+  const bool root_rank = world.rank() == 0;
+  const int threads = configure_threads(request.threads.value_or(0));
+  Dsn dsn(model, dsn_options, hooks.domains(dsn_options.domains), t.seed);
+  if (root_rank) {
+    c.parallel.dp = hooks.replicas();
+    std::filesystem::create_directories(t.run_dir);
+    write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(c)});
+    for (const std::string& note : data.source.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
+    print_dsn_plan(c, dsn_options, hooks, groups, world.size(), threads);
+  }
+  parallel::DeviceMonitor monitor(parallel::DeviceMonitorOptions::for_this_rank(t.run_dir));
+  monitor.set_phase("train");
+  hooks.step_callback = [&monitor, tiles = int64_t(t.batch) * int64_t(hooks.domains(dsn_options.domains).size())](int64_t step, double) {
+    monitor.set_step(step);
+    monitor.set_tiles_done(step * tiles);
+  };
+  RunWriter run_writer(t.run_dir);
+  const TrainReport r = train_dsn(dsn, data.pairs, t, data.meta, &hooks, &run_writer);
+  monitor.set_phase("done");
+  monitor.sample_now();
+  print_telemetry_summary(world, monitor);
+  if (root_rank) print_report(r);
+}
+
+}  // namespace tessera::engine::train

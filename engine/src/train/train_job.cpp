@@ -1,0 +1,107 @@
+#include "tessera/engine/train_job.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "train_parts.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/threads.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/operator_profile.hpp"
+#include "tessera/engine/preprocessing.hpp"
+#include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/run/run_layout.hpp"
+#include "tessera/run/run_writer.hpp"
+
+namespace tessera::engine {
+namespace {
+
+// `--resume auto`: RUN/checkpoints/last.pt; when that is damaged, the newest intact
+// step-NNNNNN.pt (train.keep_last > 1), said on stderr. Refused when there is none.
+std::string auto_resume_checkpoint(const std::string& run_dir, bool say) {
+  const RunLayout run(run_dir);
+  const std::string last = run.last_checkpoint();
+  try {
+    verify_checkpoint(last);
+    return last;
+  } catch (const Error& damaged) {
+    const std::vector<std::string> kept = run.step_checkpoints();
+    for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+      try {
+        verify_checkpoint(*it);
+      } catch (const Error&) {
+        continue;
+      }
+      if (say) std::fprintf(stderr, "tessera: warning: %s; resuming from %s instead\n", damaged.what(), it->c_str());
+      return *it;
+    }
+    throw Error(std::string(damaged.what()) + (kept.empty() ? "; no step checkpoint to fall back to (train.keep_last > 1 keeps some)"
+                                                            : "; no intact step checkpoint to fall back to either"));
+  }
+}
+
+}  // namespace
+
+std::string config_relative(const std::string& config, const std::string& p) {
+  namespace fs = std::filesystem;
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (fs::path(config).parent_path() / p).lexically_normal().string();
+}
+
+RunConfig load_run_config(const std::string& config) {
+  RunConfig c = read_run_config(ConfigFile::load(config));
+  c.train.run_dir = config_relative(config, c.train.run_dir);
+  return c;
+}
+
+TrainJob::TrainJob(RunConfig config, TrainRequest request) : config_(std::move(config)), request_(std::move(request)) {}
+
+void TrainJob::run() {
+  using namespace train;
+  RunConfig& c = config_;
+  const TrainRequest& f = request_;
+  validate(c.data.normalization, f.config);  // before any image is read
+  validate(c.data.resample, f.config);
+  if (c.model.is_dsn()) return run_dsn(f, c);
+  const UNetOptions& model = c.model.options;
+  if (!model.is_builtin() && (c.parallel.pp > 1 || c.parallel.sp > 1))
+    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp and --sp "
+                "cut the built-in U-Net's layers (train it data parallel, or use a unet preset)");
+  Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
+  const CheckpointMeta meta = describe_model(c, data, f.config);
+  TrainOptions& t = c.train;
+
+  parallel::Communicator& world = parallel::world();
+  parallel::ProcessGrid grid(world, grid_shape(c.parallel));
+  check_parallel(c, grid, f.config);
+  Hooks hooks = make_hooks(c, grid);
+  const bool root_rank = grid.is_root();
+  if (!f.resume.empty()) {
+    t.resume = f.resume == "auto" ? auto_resume_checkpoint(t.run_dir, root_rank) : f.resume;
+    if (root_rank) std::fprintf(stderr, "train: resuming from %s\n", t.resume.c_str());
+  }
+  const int threads = configure_threads(f.threads.value_or(0));
+  torch::manual_seed(t.seed);
+  UNet net(c.model.options);
+  if (root_rank) {
+    write_resolved_config(c, grid);
+    for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
+    print_plan(c, grid, hooks, threads, net);
+  }
+  const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, hooks);
+  RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here
+  const TrainReport r = [&] {
+    const OperatorProfile profile(f.profile, root_rank);
+    return tessera::train(net, data.pairs, t, meta, hooks.get(), data.validation, &run_writer);
+  }();
+  monitor->set_phase("done");
+  monitor->sample_now();
+  print_telemetry_summary(world, *monitor);
+  if (root_rank) print_report(r);
+  if (root_rank && hooks.data) print_communication(*hooks.data);
+  if (root_rank && hooks.spatial && r.steps > 0) print_halo_exchange(*hooks.spatial, r.steps);
+}
+
+}  // namespace tessera::engine

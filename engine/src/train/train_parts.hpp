@@ -1,0 +1,87 @@
+#pragma once
+// The parts of a TrainJob (tessera/engine/train_job.hpp), one file each: the dataset
+// (dataset.cpp), the parallel layout and its checks (layout.cpp), what rank 0 prints and the
+// telemetry (reports.cpp), the Domain Separation Network's run (dsn.cpp). Internal to engine.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/checkpoint.hpp"
+#include "tessera/core/trainer.hpp"
+#include "tessera/engine/run_config.hpp"
+#include "tessera/engine/train_job.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/modes/data_parallel.hpp"
+#include "tessera/parallel/modes/device_monitor.hpp"
+#include "tessera/parallel/modes/pipeline_hooks.hpp"
+#include "tessera/parallel/modes/spatial_hooks.hpp"
+
+namespace tessera::engine::train {
+
+// ---- dataset.cpp --------------------------------------------------------------------------
+
+struct Dataset {
+  std::vector<std::unique_ptr<ImageSource>> images, labels;  // as opened, and resampled copies
+  std::vector<TrainingPair> pairs, validation;
+  std::map<const ImageSource*, Normalization> image_norms;   // per-image kinds (mr), by image
+  VolumeResampling resampling;
+  std::string modality;  // "CT", "MR", a dataset's channel name, or ""
+  std::vector<std::string> notes;  // what preprocessing chose, printed with the plan (root rank)
+};
+
+/// data.pairs: every pair opened (polygon labels burnt onto the image grid), placed on the
+/// network's grid, its holdout cut off (validation when train.validate).
+Dataset open_pairs(const RunConfig& c, const std::string& config);
+/// data.dataset: its training cases as pairs, its validation cases (data.validation, or fold
+/// K of N) as whole-image validation pairs; takes its label names and channel.
+Dataset open_dataset(RunConfig& c, const std::string& config);
+/// The model as the data makes it (channels, dimensions) and the description every
+/// checkpoint carries (class names, normalisation with its statistics, resampling).
+CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& config);
+
+// ---- layout.cpp ---------------------------------------------------------------------------
+
+/// The grid the flags ask for; combinations the trainer cannot run are refused.
+parallel::GridShape grid_shape(const ParallelConfig& p);
+/// What the parallel modes refuse (spatial tiles and meshes, gradient compression outside
+/// data parallelism, micro-batches, pipeline stages), refused before the run starts.
+void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const std::string& config);
+/// parallel.gradient_compression → the format gradients travel in.
+Precision gradient_wire(const std::string& s);
+
+// Pipeline stages and spatial blocks run forward and backward through their hooks; one
+// stage of one block is plain data parallelism.
+struct Hooks {
+  std::unique_ptr<TrainHooks> hooks;
+  std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
+  parallel::PipelineTrainHooks* pipeline = nullptr;  // for per-stage telemetry
+  parallel::SpatialTrainHooks* spatial = nullptr;    // for the halo bytes in the report
+  parallel::DataParallelHooks* data = nullptr;       // for the communication timeline in the report
+  TrainHooks* get() const { return hooks.get(); }
+};
+Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid);
+/// RUN/config.yaml: every field as this run uses it (the grid as resolved), written staged.
+void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid);
+
+// ---- reports.cpp --------------------------------------------------------------------------
+
+/// "train: 2-D U-Net L=4 f=16, … global batch 8" (stderr).
+void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hooks& hooks, int threads, UNet& net);
+/// This rank's device monitor in the phase "train", following the hooks' steps.
+std::unique_ptr<parallel::DeviceMonitor> start_monitor(const TrainOptions& t, const Hooks& hooks);
+/// Collective: rank 0 prints each rank's peak memory and mean utilisation.
+void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor);
+/// Rank 0's gradient-communication timeline of a data-parallel run.
+void print_communication(const parallel::DataParallelHooks& h);
+/// Rank 0's halo bytes per step with --sp.
+void print_halo_exchange(const parallel::SpatialTrainHooks& h, int64_t steps);
+void print_report(const TrainReport& r);
+
+// ---- dsn.cpp ------------------------------------------------------------------------------
+
+/// model.kind dsn: domain parallel over parallel::world().
+void run_dsn(const TrainRequest& request, RunConfig& c);
+
+}  // namespace tessera::engine::train

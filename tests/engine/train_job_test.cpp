@@ -1,0 +1,58 @@
+// TrainJob's refusals: a setting the path it takes does not honour is refused in one line
+// naming the key, before any image is opened (the images these configs name do not exist,
+// so a refusal that came after opening would name the missing file instead).
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "tessera/core/error.hpp"
+#include "tessera/engine/config_file.hpp"
+#include "tessera/engine/run_config.hpp"
+#include "tessera/engine/train_job.hpp"
+
+namespace tessera::engine {
+namespace {
+
+const char* kDsn =
+    "run_dir: /nonexistent/run\n"
+    "model: {kind: dsn}\n"
+    "data: {source: {pairs: [{image: /nonexistent/a.tif, labels: /nonexistent/b.tif}]}, "
+    "targets: [{images: [/nonexistent/t.tif]}]}\n";
+
+// The error a DSN run with `extra` YAML (or the request's flags) stops with.
+std::string dsn_error(const std::string& extra, TrainRequest request = {}) {
+  request.config = "dsn.yaml";
+  try {
+    TrainJob(read_run_config(ConfigFile::parse(std::string(kDsn) + extra, "dsn.yaml")), request).run();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
+  // The plain config gets as far as opening the source image: nothing is refused.
+  EXPECT_NE(dsn_error("").find("/nonexistent/a.tif"), std::string::npos) << dsn_error("");
+  const std::pair<const char*, const char*> keyed[] = {
+      {"parallel: {gradient_compression: bf16}\n", "parallel.gradient_compression"},
+      {"parallel: {fusion_mib: 4}\n", "parallel.fusion_mib"},
+      {"parallel: {overlap_allreduce: false}\n", "parallel.overlap_allreduce"},
+      {"train: {early_stopping: 3}\n", "train.early_stopping"},
+      {"train: {precision: bf16}\n", "train.precision"},
+      {"parallel: {pp: 2}\n", "--pp and --sp"},
+  };
+  for (const auto& [yaml, key] : keyed) {
+    const std::string e = dsn_error(yaml);
+    EXPECT_NE(e.find(key), std::string::npos) << yaml << " -> " << e;
+    EXPECT_EQ(e.find("/nonexistent/a.tif"), std::string::npos) << yaml << " was not refused before reading: " << e;
+  }
+  TrainRequest profiled;
+  profiled.profile = "trace.json";
+  EXPECT_NE(dsn_error("", profiled).find("--profile"), std::string::npos);
+  TrainRequest resumed;
+  resumed.resume = "auto";
+  EXPECT_NE(dsn_error("", resumed).find("--resume"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::engine
