@@ -50,7 +50,6 @@
 #include "tessera/parallel/comm/process_grid.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 
-
 namespace tessera::cli {
 
 using namespace ::tessera::engine;  // the engine library (engine/): transitional, until the command is thin
@@ -86,7 +85,6 @@ Batch make_batch(const UNetOptions& o, int batch, int64_t side) {
   }
   return {torch::randn(in_shape), torch::randint(0, o.classes, out_shape, torch::kInt64)};
 }
-
 
 namespace {
 
@@ -234,6 +232,128 @@ MemoryRow memory_row(const Flags& f, const Setup& s, parallel::ProcessGrid& grid
   return row;
 }
 
+// The run's model, side, layer sequence and calibration (refused when --calibration names a
+// file without this model's memory calibration, or a stale one).
+Setup make_setup(const Flags& f, ModelCalibration& cal, fs::path& cal_path) {
+  Setup s{f.model.resolve(), f.tile, {}, parse_pipeline_schedule(f.schedule), {},
+          parse_activation_checkpoint(f.checkpoint), {}};
+  while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
+    if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
+  }
+  s.seq = unet_layer_sequence(s.options, s.side);
+  cal_path = calibration_path(f.calibration);
+  cal = model_calibration(read_calibration(cal_path), cal_path, f.model.preset, s.options);
+  s.calibration = cal.memory;
+  s.times = cal.time;
+  if (!f.calibration.empty() && s.calibration.empty())
+    throw Error(!cal.other_options.empty() ? cal.other_options
+                                           : cal_path.string() + ": no memory calibration for model '" + f.model.preset +
+                                                 "' (run tessera plan --calibrate --model " + f.model.preset + ")");
+  if (!s.calibration.empty()) s.calibration.extra_bytes(s.seq);  // a stale calibration fails here, naming it
+  return s;
+}
+
+// Step time, bubble and idle share for each M (one row each).
+void time_rows(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, UNet& net, const Batch& b,
+               const std::vector<int>& micro, nlohmann::json& report) {
+  const bool root = grid.world().rank() == 0;
+  if (root)
+    std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
+                "samples/s", "in_flight", "compute_s per stage");
+  for (int m : micro) {
+    const TimeRow r = time_row(f, s, grid, *net, b, m);
+    if (!root) continue;
+    std::string per_stage;
+    for (double c : r.stage_compute) per_stage += (per_stage.empty() ? "" : " ") + fmt::format("{:.3f}", c);
+    std::printf("%4d %16s %8.4f %7.3f %7.3f %7.3f %10.2f %9d  %s\n", m, join(r.balance).c_str(), r.wall, r.ideal,
+                r.bubble, r.idle, r.throughput, r.max_in_flight, per_stage.c_str());
+    report["time"].push_back({{"micro_batches", m}, {"balance", r.balance}, {"wall_s", r.wall}, {"ideal_bubble", r.ideal},
+                              {"measured_bubble", r.bubble}, {"measured_idle", r.idle}, {"samples_per_s", r.throughput},
+                              {"max_in_flight", r.max_in_flight}, {"stage_compute_s", r.stage_compute}});
+  }
+}
+
+// One balance's stage memory: model, calibrated model and measured, with the bounds.
+void print_memory_row(const Setup& s, const MemoryRow& r, const std::string& strategy, int k, nlohmann::json& report) {
+  std::printf("  %-7s balance %s\n", strategy.c_str(), join(r.balance).c_str());
+  std::printf("    %-8s %6s %9s %10s %9s %7s %9s\n", "stage", "layers", "model", "calibrated", "measured", "error",
+              "one-time");
+  double worst = 0;
+  for (int i = 0; i < k; ++i) {
+    const auto at = size_t(i);
+    const double error = double(r.calibrated[at] - r.measured[at]) / double(std::max<int64_t>(1, r.measured[at]));
+    worst = std::max(worst, std::abs(error));
+    std::printf("    %-8d %6d %9.2f %10.2f %9.2f %+6.1f%% %9.2f\n", i, r.balance[at], mib(r.model[at]),
+                mib(r.calibrated[at]), mib(r.measured[at]), 100 * error, mib(r.one_time[at]));
+  }
+  std::printf("    %-8s %6s %9.3f %10.3f %9.3f\n", "max/mean", "", max_over_mean(r.model), max_over_mean(r.calibrated),
+              max_over_mean(r.measured));
+  const double mean = double(std::accumulate(r.measured.begin(), r.measured.end(), int64_t{0})) / k;
+  const double largest = double(*std::max_element(r.measured.begin(), r.measured.end()));
+  const double by_mean = 1.25 * mean, by_optimum = 1.10 * r.optimum;
+  const bool mean_looser = by_mean >= by_optimum;
+  const bool holds = largest <= std::max(by_mean, by_optimum);
+  if (strategy == "memory")  // the DP optimum's bound; the naive split is shown for comparison
+    std::printf("    largest stage measured %.2f MiB; bounds: 1.25 × mean %.2f MiB, 1.10 × predicted optimum %.2f "
+                "MiB; the looser (%s) %s\n",
+                largest / (1 << 20), by_mean / (1 << 20), by_optimum / (1 << 20),
+                mean_looser ? "1.25 × mean" : "1.10 × optimum", holds ? "holds" : "is missed");
+  std::printf("    %s prediction vs measured: worst stage %.1f%% (%s 20%%)\n",
+              s.calibration.empty() ? "uncalibrated" : "calibrated", 100 * worst, worst <= 0.2 ? "within" : "beyond");
+  report["memory"][strategy] = {{"balance", r.balance},
+                                {"model_bytes", r.model},
+                                {"calibrated_bytes", r.calibrated},
+                                {"measured_bytes", r.measured},
+                                {"first_step_one_time_bytes", r.one_time},
+                                {"predicted_optimum_bytes", r.optimum},
+                                {"max_over_mean_measured", max_over_mean(r.measured)},
+                                {"bound", mean_looser ? "1.25_mean" : "1.10_optimum"},
+                                {"bound_holds", holds},
+                                {"worst_prediction_error", worst}};
+}
+
+void memory_rows(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, UNet& net, const Batch& b, nlohmann::json& report) {
+  const bool root = grid.world().rank() == 0;
+  if (root)
+    std::printf("memory at M = %d (one tile per micro-batch), MiB per stage: the stage model, the model with the "
+                "calibrated layer extras, and the measured peak (stage built, two steps with Adam)\n",
+                f.batch);
+  for (const std::string strategy : {"naive", "memory"}) {
+    const MemoryRow r = memory_row(f, s, grid, *net, b, strategy);
+    if (root) print_memory_row(s, r, strategy, grid.shape().pipeline, report);
+  }
+}
+
+// The largest side within --memory-cap for one rank, the naive and the memory-aware split.
+void cap_rows(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, UNet& net, nlohmann::json& report) {
+  const bool root = grid.world().rank() == 0;
+  const auto cap = int64_t(*f.memory_cap_mib * double(1 << 20));
+  auto self = parallel::make_self_communicator();
+  if (root)
+    std::printf("largest trainable input side within %.0f MiB per rank (measured peak as above; batch %d, M = %d, %s; "
+                "sides %lld + multiples of %lld up to %lld)\n",
+                *f.memory_cap_mib, f.batch, f.batch, f.schedule.c_str(), (long long)s.side,
+                (long long)unet_alignment(s.options), (long long)f.max_side);
+  if (root)
+    std::printf("  %-8s %5s %8s %8s %10s %15s %10s %6s  %s\n", "layout", "ranks", "side", "output", "peak MiB",
+                "over: side/MiB", "predicted", "probes", "balance");
+  for (CapConfig config : {CapConfig::kOneRank, CapConfig::kNaive, CapConfig::kMemory}) {
+    const CapRow r = largest_side(f, s, grid, *self, *net, config, cap);
+    if (!root) continue;
+    const std::string over =
+        r.over_side ? fmt::format("{}/{:.1f}", r.over_side, mib(r.over_peak)) : std::string("none");
+    const std::string out_side = r.side ? std::to_string(*unet_output_size(s.options, r.side)) : "-";
+    std::printf("  %-8s %5d %8lld %8s %10.1f %15s %10lld %6d  %s\n", r.name.c_str(), r.ranks, (long long)r.side,
+                out_side.c_str(), mib(r.peak), over.c_str(), (long long)r.predicted_side, r.probes,
+                join(r.balance).c_str());
+    report["memory_cap"]["cap_bytes"] = cap;
+    report["memory_cap"]["layouts"].push_back({{"layout", r.name}, {"ranks", r.ranks}, {"largest_side", r.side},
+                                               {"peak_bytes", r.peak}, {"over_side", r.over_side},
+                                               {"over_peak_bytes", r.over_peak}, {"predicted_side", r.predicted_side},
+                                               {"balance", r.balance}, {"probes", r.probes}});
+  }
+}
+
 void run(const Flags& f) {
   if (f.batch < 1) throw Error("--batch must be >= 1");
   if (f.steps < 1) throw Error("--steps must be >= 1");
@@ -249,29 +369,15 @@ void run(const Flags& f) {
   const int k = grid.shape().pipeline;
   const bool root = world.rank() == 0;
   const int threads = configure_threads(f.threads);
-
-  Setup s{f.model.resolve(), f.tile, {}, parse_pipeline_schedule(f.schedule), {},
-          parse_activation_checkpoint(f.checkpoint), {}};
-  while (!unet_output_size(s.options, s.side)) {  // the smallest valid input side >= --tile
-    if (++s.side > 16 * f.tile + 1024) throw Error("--tile: no valid input side for this model near it");
-  }
-  s.seq = unet_layer_sequence(s.options, s.side);
-  const fs::path cal_path = calibration_path(f.calibration);
-  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model.preset, s.options);
-  s.calibration = cal.memory;
-  s.times = cal.time;
-  if (!f.calibration.empty() && s.calibration.empty())
-    throw Error(!cal.other_options.empty() ? cal.other_options
-                                           : cal_path.string() + ": no memory calibration for model '" + f.model.preset +
-                                                 "' (run tessera plan --calibrate --model " + f.model.preset + ")");
-  if (!s.calibration.empty()) s.calibration.extra_bytes(s.seq);  // a stale calibration fails here, naming it
+  ModelCalibration cal;
+  fs::path cal_path;
+  const Setup s = make_setup(f, cal, cal_path);
   if (s.seq.size() < k) throw Error("mpirun -np: more ranks (" + std::to_string(k) + ") than layers");
 
   torch::manual_seed(0);  // the same model and batch on every rank
   UNet net(s.options);
   const int64_t out = *unet_output_size(s.options, s.side);
   const Batch b = make_batch(s.options, f.batch, s.side);
-
   if (root)
     std::printf("bench pipeline: %s, input side %lld (output %lld), %d layers, batch %d, K = %d ranks, %s, %s balance, "
                 "checkpoint %s, %d thread(s) per rank, median of %d steps\n",
@@ -288,95 +394,11 @@ void run(const Flags& f) {
   nlohmann::json report{{"model", f.model.preset}, {"input_side", s.side}, {"batch", f.batch}, {"stages", k},
                         {"checkpoint", f.checkpoint},
                         {"schedule", f.schedule}, {"balance", f.balance}, {"threads", threads}};
-  if (root && !f.no_time)
-    std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
-                "samples/s", "in_flight", "compute_s per stage");
-  for (int m : f.no_time ? std::vector<int>{} : micro) {
-    const TimeRow r = time_row(f, s, grid, *net, b, m);
-    if (!root) continue;
-    std::string per_stage;
-    for (double c : r.stage_compute) per_stage += (per_stage.empty() ? "" : " ") + fmt::format("{:.3f}", c);
-    std::printf("%4d %16s %8.4f %7.3f %7.3f %7.3f %10.2f %9d  %s\n", m, join(r.balance).c_str(), r.wall, r.ideal,
-                r.bubble, r.idle, r.throughput, r.max_in_flight, per_stage.c_str());
-    report["time"].push_back({{"micro_batches", m}, {"balance", r.balance}, {"wall_s", r.wall}, {"ideal_bubble", r.ideal},
-                              {"measured_bubble", r.bubble}, {"measured_idle", r.idle}, {"samples_per_s", r.throughput},
-                              {"max_in_flight", r.max_in_flight}, {"stage_compute_s", r.stage_compute}});
-  }
-  if (!f.no_memory) {
-    if (root)
-      std::printf("memory at M = %d (one tile per micro-batch), MiB per stage: the stage model, the model with the "
-                  "calibrated layer extras, and the measured peak (stage built, two steps with Adam)\n",
-                  f.batch);
-    for (const std::string strategy : {"naive", "memory"}) {
-      const MemoryRow r = memory_row(f, s, grid, *net, b, strategy);
-      if (!root) continue;
-      std::printf("  %-7s balance %s\n", strategy.c_str(), join(r.balance).c_str());
-      std::printf("    %-8s %6s %9s %10s %9s %7s %9s\n", "stage", "layers", "model", "calibrated", "measured", "error",
-                  "one-time");
-      double worst = 0;
-      for (int i = 0; i < k; ++i) {
-        const auto at = size_t(i);
-        const double error = double(r.calibrated[at] - r.measured[at]) / double(std::max<int64_t>(1, r.measured[at]));
-        worst = std::max(worst, std::abs(error));
-        std::printf("    %-8d %6d %9.2f %10.2f %9.2f %+6.1f%% %9.2f\n", i, r.balance[at], mib(r.model[at]),
-                    mib(r.calibrated[at]), mib(r.measured[at]), 100 * error, mib(r.one_time[at]));
-      }
-      std::printf("    %-8s %6s %9.3f %10.3f %9.3f\n", "max/mean", "", max_over_mean(r.model), max_over_mean(r.calibrated),
-                  max_over_mean(r.measured));
-      const double mean = double(std::accumulate(r.measured.begin(), r.measured.end(), int64_t{0})) / k;
-      const double largest = double(*std::max_element(r.measured.begin(), r.measured.end()));
-      const double by_mean = 1.25 * mean, by_optimum = 1.10 * r.optimum;
-      const bool mean_looser = by_mean >= by_optimum;
-      const bool holds = largest <= std::max(by_mean, by_optimum);
-      if (strategy == "memory")  // the DP optimum's bound; the naive split is shown for comparison
-        std::printf("    largest stage measured %.2f MiB; bounds: 1.25 × mean %.2f MiB, 1.10 × predicted optimum %.2f "
-                    "MiB; the looser (%s) %s\n",
-                    largest / (1 << 20), by_mean / (1 << 20), by_optimum / (1 << 20),
-                    mean_looser ? "1.25 × mean" : "1.10 × optimum", holds ? "holds" : "is missed");
-      std::printf("    %s prediction vs measured: worst stage %.1f%% (%s 20%%)\n",
-                  s.calibration.empty() ? "uncalibrated" : "calibrated", 100 * worst, worst <= 0.2 ? "within" : "beyond");
-      report["memory"][strategy] = {{"balance", r.balance},
-                                    {"model_bytes", r.model},
-                                    {"calibrated_bytes", r.calibrated},
-                                    {"measured_bytes", r.measured},
-                                    {"first_step_one_time_bytes", r.one_time},
-                                    {"predicted_optimum_bytes", r.optimum},
-                                    {"max_over_mean_measured", max_over_mean(r.measured)},
-                                    {"bound", mean_looser ? "1.25_mean" : "1.10_optimum"},
-                                    {"bound_holds", holds},
-                                    {"worst_prediction_error", worst}};
-    }
-  }
-  if (f.memory_cap_mib) {
-    const auto cap = int64_t(*f.memory_cap_mib * double(1 << 20));
-    auto self = parallel::make_self_communicator();
-    if (root)
-      std::printf("largest trainable input side within %.0f MiB per rank (measured peak as above; batch %d, M = %d, %s; "
-                  "sides %lld + multiples of %lld up to %lld)\n",
-                  *f.memory_cap_mib, f.batch, f.batch, f.schedule.c_str(), (long long)s.side,
-                  (long long)unet_alignment(s.options), (long long)f.max_side);
-    if (root)
-      std::printf("  %-8s %5s %8s %8s %10s %15s %10s %6s  %s\n", "layout", "ranks", "side", "output", "peak MiB",
-                  "over: side/MiB", "predicted", "probes", "balance");
-    for (CapConfig config : {CapConfig::kOneRank, CapConfig::kNaive, CapConfig::kMemory}) {
-      const CapRow r = largest_side(f, s, grid, *self, *net, config, cap);
-      if (!root) continue;
-      const std::string over =
-          r.over_side ? fmt::format("{}/{:.1f}", r.over_side, mib(r.over_peak)) : std::string("none");
-      const std::string out_side = r.side ? std::to_string(*unet_output_size(s.options, r.side)) : "-";
-      std::printf("  %-8s %5d %8lld %8s %10.1f %15s %10lld %6d  %s\n", r.name.c_str(), r.ranks, (long long)r.side,
-                  out_side.c_str(), mib(r.peak), over.c_str(), (long long)r.predicted_side, r.probes,
-                  join(r.balance).c_str());
-      report["memory_cap"]["cap_bytes"] = cap;
-      report["memory_cap"]["layouts"].push_back({{"layout", r.name}, {"ranks", r.ranks}, {"largest_side", r.side},
-                                                 {"peak_bytes", r.peak}, {"over_side", r.over_side},
-                                                 {"over_peak_bytes", r.over_peak}, {"predicted_side", r.predicted_side},
-                                                 {"balance", r.balance}, {"probes", r.probes}});
-    }
-  }
+  if (!f.no_time) time_rows(f, s, grid, net, b, micro, report);
+  if (!f.no_memory) memory_rows(f, s, grid, net, b, report);
+  if (f.memory_cap_mib) cap_rows(f, s, grid, net, report);
   if (root) std::cout << report.dump() << std::endl;
 }
-
 
 }  // namespace
 

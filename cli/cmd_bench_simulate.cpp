@@ -57,44 +57,14 @@ struct Row {
   double error() const { return (simulated - measured) / measured; }
 };
 
-void run(const Flags& f) {
-  if (f.batch % kRanks != 0) throw Error("--batch must be a multiple of " + std::to_string(kRanks));
-  for (int m : f.micro)
-    if (m < 1 || f.batch % m != 0) throw Error("--micro: each M must divide --batch (" + std::to_string(f.batch) + ")");
-  if (f.repeats < 1) throw Error("--repeats must be >= 1");
-  const UNetOptions model = model_preset(f.model);
-  if (f.tile < 1 || f.tile % unet_alignment(model) != 0)
-    throw Error("--tile must be a positive multiple of " + std::to_string(unet_alignment(model)));
-  const int64_t side = f.tile + unet_remainder(model) + 2 * unet_halo(model);
-  parallel::ClusterModel cluster = parallel::load_cluster(f.cluster);
-  if (cluster.devices_per_node < kRanks)
-    throw Error(f.cluster + ": the simulated node has fewer than " + std::to_string(kRanks) + " devices");
-  cluster.nodes = 1;
+// The simulator of this run: the model's layer sequence at the bench's side, its layer times
+// from the calibration, the cluster description.
+struct Simulator {
+  LayerSequence seq;
+  std::vector<double> layer_seconds;
+  parallel::ClusterModel cluster;
 
-  const fs::path dir = fs::path(f.work_dir) / "simulate";
-  fs::create_directories(dir);
-  const fs::path cal_path = dir / "calibration.json";
-  fs::remove(cal_path);
-  std::printf("bench simulate: %s, inset %lld (input %lld), global batch %d, %d ranks, cluster %s\n", f.model.c_str(),
-              (long long)f.tile, (long long)side, f.batch, kRanks, f.cluster.c_str());
-  std::fflush(stdout);
-
-  // 1. The simulator's input: per-layer times on one core.
-  run_ranks(f.mpirun, 1, {"plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration", cal_path.string()},
-            "bench simulate: tessera plan --calibrate");
-  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
-  if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
-  const LayerSequence seq = parallel::simulated_layer_sequence(model, side);
-  const std::vector<double> layer_seconds = cal.time.seconds(seq);
-  if (cal.device_flops) cluster.device.fp32_flops = *cal.device_flops;
-  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", layer_seconds.size(),
-              cal_path.c_str(), [&] {
-                double s = 0;
-                for (double t : layer_seconds) s += t;
-                return s;
-              }());
-
-  auto simulate = [&](int dp, int pp, int m, int b, const std::string& schedule, bool adam) {
+  parallel::SimulationResult operator()(int dp, int pp, int m, int b, const std::string& schedule, bool adam) const {
     auto o = parallel::SimulationOptions(seq)
                  .with_tiles(int64_t{dp} * m * b)
                  .with_data_parallel(dp)
@@ -106,10 +76,30 @@ void run(const Flags& f) {
                  .with_layer_train_seconds(layer_seconds)
                  .with_optimizer_step(adam);
     return parallel::simulate(o, cluster);
-  };
+  }
+};
 
-  std::vector<Row> rows;
-  // 2. Pipeline parallel: one stage per rank.
+// 1. The simulator's input: per-layer times on one core (tessera plan --calibrate).
+Simulator calibrated_simulator(const Flags& f, const UNetOptions& model, int64_t side, const fs::path& cal_path) {
+  Simulator sim{parallel::simulated_layer_sequence(model, side), {}, parallel::load_cluster(f.cluster)};
+  if (sim.cluster.devices_per_node < kRanks)
+    throw Error(f.cluster + ": the simulated node has fewer than " + std::to_string(kRanks) + " devices");
+  sim.cluster.nodes = 1;
+  run_ranks(f.mpirun, 1, {"plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration", cal_path.string()},
+            "bench simulate: tessera plan --calibrate");
+  const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
+  if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
+  sim.layer_seconds = cal.time.seconds(sim.seq);
+  if (cal.device_flops) sim.cluster.device.fp32_flops = *cal.device_flops;
+  double tile = 0;
+  for (double t : sim.layer_seconds) tile += t;
+  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", sim.layer_seconds.size(),
+              cal_path.c_str(), tile);
+  return sim;
+}
+
+// 2. Pipeline parallel, one stage per rank: bench pipeline's measured steps beside the simulated.
+void pipeline_rows(const Flags& f, const Simulator& simulate, int64_t side, const fs::path& cal_path, std::vector<Row>& rows) {
   std::string micro;
   for (int m : f.micro) micro += (micro.empty() ? "" : ",") + std::to_string(m);
   for (const std::string schedule : {"gpipe", "1f1b"}) {
@@ -137,7 +127,10 @@ void run(const Flags& f) {
     }
   }
 
-  // 3. Data parallel training through the real command.
+}
+
+// 3. Data parallel training through the real command, --repeats runs.
+Row train_row(const Flags& f, const Simulator& simulate, const fs::path& dir) {
   const std::string scene = bench_scene(f.work_dir, 1024);
   const fs::path config = dir / "train.yaml";
   {
@@ -158,16 +151,16 @@ void run(const Flags& f) {
               "bench simulate: tessera train");
     runs.push_back(median_step_seconds(RunLayout(run_dir.string()).metrics()));
   }
-  {
-    const parallel::SimulationResult sim = simulate(kRanks, 1, 1, f.batch / kRanks, "gpipe", true);
-    const auto& b = sim.breakdown;
-    std::string spread;
-    for (double r : runs) spread += (spread.empty() ? "" : " ") + fmt::format("{:.4f}", r);
-    rows.push_back({"train data parallel", median_of(runs), sim.step_seconds,
-                    fmt::format("runs {}; simulated compute {:.4f} + allreduce {:.4f} + io {:.4f} + adam {:.4f}",
-                                spread, b.compute, b.allreduce, b.io, b.optimizer)});
-  }
+  const parallel::SimulationResult sim = simulate(kRanks, 1, 1, f.batch / kRanks, "gpipe", true);
+  const auto& b = sim.breakdown;
+  std::string spread;
+  for (double r : runs) spread += (spread.empty() ? "" : " ") + fmt::format("{:.4f}", r);
+  return {"train data parallel", median_of(runs), sim.step_seconds,
+          fmt::format("runs {}; simulated compute {:.4f} + allreduce {:.4f} + io {:.4f} + adam {:.4f}", spread,
+                      b.compute, b.allreduce, b.io, b.optimizer)};
+}
 
+void print_rows(const Flags& f, int64_t side, const std::vector<Row>& rows) {
   std::printf("\n%-22s %12s %12s %8s  %s\n", "layout (2 ranks)", "measured s", "simulated s", "error", "");
   nlohmann::json report{{"model", f.model}, {"input_side", side}, {"batch", f.batch}, {"ranks", kRanks},
                         {"bound", f.bound}};
@@ -183,6 +176,29 @@ void run(const Flags& f) {
   std::printf("every prediction within %.0f%% of the measured step: %s\n", 100 * f.bound, all_within ? "yes" : "NO");
   report["all_within"] = all_within;
   std::cout << report.dump() << std::endl;
+}
+
+void run(const Flags& f) {
+  if (f.batch % kRanks != 0) throw Error("--batch must be a multiple of " + std::to_string(kRanks));
+  for (int m : f.micro)
+    if (m < 1 || f.batch % m != 0) throw Error("--micro: each M must divide --batch (" + std::to_string(f.batch) + ")");
+  if (f.repeats < 1) throw Error("--repeats must be >= 1");
+  const UNetOptions model = model_preset(f.model);
+  if (f.tile < 1 || f.tile % unet_alignment(model) != 0)
+    throw Error("--tile must be a positive multiple of " + std::to_string(unet_alignment(model)));
+  const int64_t side = f.tile + unet_remainder(model) + 2 * unet_halo(model);
+  const fs::path dir = fs::path(f.work_dir) / "simulate";
+  fs::create_directories(dir);
+  const fs::path cal_path = dir / "calibration.json";
+  fs::remove(cal_path);
+  std::printf("bench simulate: %s, inset %lld (input %lld), global batch %d, %d ranks, cluster %s\n", f.model.c_str(),
+              (long long)f.tile, (long long)side, f.batch, kRanks, f.cluster.c_str());
+  std::fflush(stdout);
+  const Simulator simulate = calibrated_simulator(f, model, side, cal_path);
+  std::vector<Row> rows;
+  pipeline_rows(f, simulate, side, cal_path, rows);
+  rows.push_back(train_row(f, simulate, dir));
+  print_rows(f, side, rows);
 }
 
 }  // namespace

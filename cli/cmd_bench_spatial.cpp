@@ -336,16 +336,9 @@ std::string block_text(const UNetOptions& o, int64_t side, const std::vector<int
   return s;
 }
 
-void run_driver(const Flags& f) {
-  if (f.batch < 1 || f.steps < 1 || f.threads < 1) throw Error("--batch, --steps and --threads must be >= 1");
-  const UNetOptions o = resolve_model(f);
-  const LayerSequence seq = unet_layer_sequence(o, f.side);
-  nlohmann::json report{{"model", f.model.preset}, {"options", o}, {"side", f.side}, {"batch", f.batch},
-                        {"threads_per_rank", f.threads}, {"steps", f.steps}};
-  std::printf("bench spatial: %s (%s padding, norm %s), input side %lld, batch %d, %d thread(s) per rank, median of %d "
-              "steps; state (parameters, gradients, Adam) %.1f MiB per rank\n",
-              f.model.preset.c_str(), to_string(o.padding).c_str(), to_string(o.norm).c_str(), (long long)f.side, f.batch,
-              f.threads, f.steps, mib(16 * seq.parameter_count()));
+// Every layout's measured peak, step time and halo bytes against the planner's (one table row
+// each); their JSON rows into report["layouts"].
+void measure_layouts(const Flags& f, const UNetOptions& o, const LayerSequence& seq, nlohmann::json& report) {
   std::printf("  %5s %6s %11s %9s %9s %7s %8s %11s %11s %6s\n", "ranks", "mesh", "block", "peak MiB", "predicted",
               "× P=1", "step s", "halo MiB", "predicted", "equal");
   int64_t one_rank = 0;
@@ -371,10 +364,11 @@ void run_driver(const Flags& f) {
     std::printf("  per-rank peak at P = 4: %.3f × one rank (done-when: <= 0.35, %s)\n", worst_p4,
                 worst_p4 <= 0.35 ? "holds" : "missed");
   std::printf("  halo bytes per step, measured vs planner (rank by rank): %s\n", all_equal ? "equal" : "DIFFERENT");
-  if (!f.memory_cap_mib) {
-    std::cout << report.dump() << std::endl;
-    return;
-  }
+}
+
+// The largest side within --memory-cap for each --ranks, measured by the workers; returns the
+// largest rank count.
+int64_t search_sides(const Flags& f, const UNetOptions& o, nlohmann::json& report) {
   std::printf("largest trainable input side within %.0f MiB per rank (measured peak as above; batch %d; sides "
               "multiples of %lld up to %lld)\n",
               *f.memory_cap_mib, f.batch, (long long)unet_alignment(o), (long long)f.max_side);
@@ -404,6 +398,11 @@ void run_driver(const Flags& f) {
   if (side_ratio_p4 > 0)
     std::printf("  largest side at P = 4: %.2f × one rank (done-when: >= 1.8, %s)\n", side_ratio_p4,
                 side_ratio_p4 >= 1.8 ? "holds" : "missed");
+  return largest_p;
+}
+
+// The pipeline's largest sides for the same model and cap (--pipeline), or its command.
+void compare_pipeline(const Flags& f, const UNetOptions& o, int64_t largest_p, nlohmann::json& report) {
   std::vector<std::string> pipe{"bench", "pipeline"};
   for (const std::string& a : model_flags(f, o)) pipe.push_back(a);
   for (const std::string& a : {std::string("--tile"), std::to_string(unet_alignment(o)), std::string("--batch"),
@@ -424,6 +423,20 @@ void run_driver(const Flags& f) {
     report["memory_cap"]["pipeline"] = j.at("memory_cap").at("layouts");
     std::printf("  (%s)\n", command.c_str());
   }
+}
+
+void run_driver(const Flags& f) {
+  if (f.batch < 1 || f.steps < 1 || f.threads < 1) throw Error("--batch, --steps and --threads must be >= 1");
+  const UNetOptions o = resolve_model(f);
+  const LayerSequence seq = unet_layer_sequence(o, f.side);
+  nlohmann::json report{{"model", f.model.preset}, {"options", o}, {"side", f.side}, {"batch", f.batch},
+                        {"threads_per_rank", f.threads}, {"steps", f.steps}};
+  std::printf("bench spatial: %s (%s padding, norm %s), input side %lld, batch %d, %d thread(s) per rank, median of %d "
+              "steps; state (parameters, gradients, Adam) %.1f MiB per rank\n",
+              f.model.preset.c_str(), to_string(o.padding).c_str(), to_string(o.norm).c_str(), (long long)f.side, f.batch,
+              f.threads, f.steps, mib(16 * seq.parameter_count()));
+  measure_layouts(f, o, seq, report);
+  if (f.memory_cap_mib) compare_pipeline(f, o, search_sides(f, o, report), report);
   std::cout << report.dump() << std::endl;
 }
 

@@ -85,6 +85,84 @@ double reference_step_seconds(const Flags& f, const std::string& scene, const st
   return last_json(r.out, f.ref_script).at("step_s_ddp").get<double>();
 }
 
+fs::path write_config(const Flags& f, const fs::path& run_dir, const std::string& scene, const std::string& labels,
+                      const std::string& precision) {
+  const fs::path config = run_dir / ("bench-" + precision + ".yaml");
+  std::ofstream y(config);
+  y << "model: {preset: unet-tiny, padding: same, classes: 4}\n"
+    << "data:\n  pairs: [{image: " << scene << ", labels: " << labels << "}]\n"
+    << "train: {tile: " << f.tile << ", batch: " << f.global_batch / f.ranks << ", steps: " << f.steps
+    << ", learning_rate: 0.001, seed: 0, augment: false, precision: " << precision
+    << ", checkpoint_every: " << f.steps + 1 << "}\n";
+  return config;
+}
+
+// Every repeat's median step of each tool (fp32, bf16, the reference) and Tessera's
+// communication timeline.
+struct Runs {
+  std::vector<double> ours, ours_bf16, theirs;
+  nlohmann::json communication = nlohmann::json::array();
+};
+
+// The two tools alternate, so a noisy neighbour on the machine slows both alike.
+Runs interleaved_runs(const Flags& f, const fs::path& run_dir, const std::string& scene, const std::string& labels) {
+  const fs::path config = write_config(f, run_dir, scene, labels, "fp32");
+  const fs::path config_bf16 = write_config(f, run_dir, scene, labels, "bf16");
+  Runs r;
+  for (int k = 0; k < f.repeats; ++k) {
+    const TesseraRun run = tessera_run(f, config, run_dir / "run");
+    r.ours.push_back(run.step_seconds);
+    r.communication.push_back(run.to_json());
+    std::printf("  repeat %d: tessera %.4f s/step", k + 1, r.ours.back());
+    if (!f.no_bf16) {
+      r.ours_bf16.push_back(tessera_run(f, config_bf16, run_dir / "run").step_seconds);
+      std::printf(", tessera bf16 %.4f s/step", r.ours_bf16.back());
+    }
+    if (!f.no_ref) {
+      r.theirs.push_back(reference_step_seconds(f, scene, labels));
+      std::printf(", DDP %.4f s/step", r.theirs.back());
+    }
+    std::printf("\n");
+    if (run.communication_steps > 0)
+      std::printf("    tessera gradients (metrics.jsonl, median of %d steps): %d buckets, %d posted during the backward; "
+                  "communication %.2f ms per step, %.0f%% of it hidden behind the backward, %.2f ms waited after it\n",
+                  run.communication_steps, run.buckets, run.overlapped, run.busy_ms, 100 * run.hidden_share,
+                  run.exposed_ms);
+    std::fflush(stdout);
+  }
+  return r;
+}
+
+// One row of the table: the best run (least disturbed: Python's timeit convention) and the
+// median run, which is the headline figure; its JSON.
+nlohmann::json result_row(const Flags& f, const char* label, const std::vector<double>& runs) {
+  const double best = *std::min_element(runs.begin(), runs.end()), median = median_of(runs);
+  std::printf("%-40s %12.4f %12.2f %12.4f\n", label, best, f.global_batch / best, median);
+  return {{"step_s", best}, {"median_step_s", median}, {"tiles_per_s", f.global_batch / best}, {"runs", runs}};
+}
+
+nlohmann::json print_results(const Flags& f, const Runs& r) {
+  std::printf("%-40s %12s %12s %12s\n", "", "best s/step", "tiles/s", "median s/step");
+  nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch}, {"repeats", f.repeats}};
+  report["tessera"] = result_row(f, "tessera train (data parallel, MPI)", r.ours);
+  report["tessera"]["communication"] = r.communication;
+  if (!f.no_bf16) report["tessera_bf16"] = result_row(f, "tessera train, precision bf16 (mixed)", r.ours_bf16);
+  if (f.no_ref) return report;
+  report["reference"] = result_row(f, "PyTorch DDP (gloo, CPU), reference", r.theirs);
+  const double t_med = median_of(r.ours), r_med = median_of(r.theirs);
+  const double t_best = *std::min_element(r.ours.begin(), r.ours.end());
+  const double r_best = *std::min_element(r.theirs.begin(), r.theirs.end());
+  std::printf("tessera / DDP: %.2fx tiles/s (median runs), %.2fx (best runs), both fp32\n", r_med / t_med, r_best / t_best);
+  if (!f.no_bf16) {
+    const double b_med = median_of(r.ours_bf16);
+    std::printf("tessera bf16 (mixed precision) / DDP fp32: %.2fx tiles/s (median runs)\n", r_med / b_med);
+    report["speedup_bf16"] = r_med / b_med;
+  }
+  report["speedup"] = r_med / t_med;
+  report["speedup_best"] = r_best / t_best;
+  return report;
+}
+
 void run(const Flags& f) {
   if (f.global_batch % f.ranks != 0) throw Error("--global-batch must be a multiple of --ranks");
   if (f.repeats < 1) throw Error("--repeats must be >= 1");
@@ -95,76 +173,12 @@ void run(const Flags& f) {
   const fs::path run_dir = fs::path(f.work_dir) / "train-run";
   fs::remove_all(run_dir);
   fs::create_directories(run_dir);
-  auto write_config = [&](const std::string& precision) {
-    const fs::path config = run_dir / ("bench-" + precision + ".yaml");
-    std::ofstream y(config);
-    y << "model: {preset: unet-tiny, padding: same, classes: 4}\n"
-      << "data:\n  pairs: [{image: " << scene << ", labels: " << labels << "}]\n"
-      << "train: {tile: " << f.tile << ", batch: " << f.global_batch / f.ranks << ", steps: " << f.steps
-      << ", learning_rate: 0.001, seed: 0, augment: false, precision: " << precision
-      << ", checkpoint_every: " << f.steps + 1 << "}\n";
-    return config;
-  };
-  const fs::path config = write_config("fp32"), config_bf16 = write_config("bf16");
   std::printf("bench train: unet-tiny (L4 f16, same padding), %lld^2 tiles, global batch %d, %d ranks, %d steps, "
               "%d interleaved repeats\n",
               (long long)f.tile, f.global_batch, f.ranks, f.steps, f.repeats);
   if (!f.no_ref) std::printf("  reference: %s\n", f.ref_script.c_str());
-  // The two tools alternate, so a noisy neighbour on the machine slows both alike. Each run
-  // gives its median step time; across runs we report the best (least disturbed: Python's
-  // timeit convention) and the median, which is the headline figure.
-  std::vector<double> ours, ours_bf16, theirs;
-  nlohmann::json communication = nlohmann::json::array();
-  for (int k = 0; k < f.repeats; ++k) {
-    const TesseraRun run = tessera_run(f, config, run_dir / "run");
-    ours.push_back(run.step_seconds);
-    communication.push_back(run.to_json());
-    std::printf("  repeat %d: tessera %.4f s/step", k + 1, ours.back());
-    if (!f.no_bf16) {
-      ours_bf16.push_back(tessera_run(f, config_bf16, run_dir / "run").step_seconds);
-      std::printf(", tessera bf16 %.4f s/step", ours_bf16.back());
-    }
-    if (!f.no_ref) {
-      theirs.push_back(reference_step_seconds(f, scene, labels));
-      std::printf(", DDP %.4f s/step", theirs.back());
-    }
-    std::printf("\n");
-    if (run.communication_steps > 0)
-      std::printf("    tessera gradients (metrics.jsonl, median of %d steps): %d buckets, %d posted during the backward; "
-                  "communication %.2f ms per step, %.0f%% of it hidden behind the backward, %.2f ms waited after it\n",
-                  run.communication_steps, run.buckets, run.overlapped, run.busy_ms, 100 * run.hidden_share,
-                  run.exposed_ms);
-    std::fflush(stdout);
-  }
-  const double t_best = *std::min_element(ours.begin(), ours.end()), t_med = median_of(ours);
-  std::printf("%-40s %12s %12s %12s\n", "", "best s/step", "tiles/s", "median s/step");
-  std::printf("%-40s %12.4f %12.2f %12.4f\n", "tessera train (data parallel, MPI)", t_best, f.global_batch / t_best, t_med);
-  nlohmann::json report{{"ranks", f.ranks}, {"tile", f.tile}, {"global_batch", f.global_batch}, {"repeats", f.repeats},
-                        {"tessera", {{"step_s", t_best}, {"median_step_s", t_med}, {"tiles_per_s", f.global_batch / t_best},
-                                     {"runs", ours}, {"communication", communication}}}};
-  if (!f.no_bf16) {
-    const double b_best = *std::min_element(ours_bf16.begin(), ours_bf16.end()), b_med = median_of(ours_bf16);
-    std::printf("%-40s %12.4f %12.2f %12.4f\n", "tessera train, precision bf16 (mixed)", b_best,
-                f.global_batch / b_best, b_med);
-    report["tessera_bf16"] = {{"step_s", b_best}, {"median_step_s", b_med}, {"tiles_per_s", f.global_batch / b_best},
-                              {"runs", ours_bf16}};
-  }
-  if (!f.no_ref) {
-    const double r_best = *std::min_element(theirs.begin(), theirs.end()), r_med = median_of(theirs);
-    std::printf("%-40s %12.4f %12.2f %12.4f\n", "PyTorch DDP (gloo, CPU), reference", r_best, f.global_batch / r_best, r_med);
-    std::printf("tessera / DDP: %.2fx tiles/s (median runs), %.2fx (best runs), both fp32\n", r_med / t_med,
-                r_best / t_best);
-    if (!f.no_bf16) {
-      const double b_med = median_of(ours_bf16);
-      std::printf("tessera bf16 (mixed precision) / DDP fp32: %.2fx tiles/s (median runs)\n", r_med / b_med);
-      report["speedup_bf16"] = r_med / b_med;
-    }
-    report["reference"] = {{"step_s", r_best}, {"median_step_s", r_med}, {"tiles_per_s", f.global_batch / r_best},
-                           {"runs", theirs}};
-    report["speedup"] = r_med / t_med;
-    report["speedup_best"] = r_best / t_best;
-  }
-  std::cout << report.dump() << std::endl;
+  const Runs runs = interleaved_runs(f, run_dir, scene, labels);
+  std::cout << print_results(f, runs).dump() << std::endl;
 }
 
 }  // namespace

@@ -34,7 +34,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   stack_->addWidget(raster_);
   stack_->addWidget(volume_);
   setCentralWidget(stack_);
+  buildDocks();
+  buildStatusBar();
+  buildMenus();
+  connectRaster();
+  connectVolume();
+  watchRuns();
+  resize(1280, 860);
+}
 
+// The overlay legend on the right, the devices panel at the bottom.
+void MainWindow::buildDocks() {
   legend_ = new LegendPanel(this);
   auto* legend_dock = new QDockWidget(tr("Overlay"), this);
   legend_dock->setObjectName("overlay");
@@ -47,6 +57,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   addDockWidget(Qt::BottomDockWidgetArea, devices_dock);
   resizeDocks({devices_dock}, {170}, Qt::Vertical);
 
+}
+
+void MainWindow::buildStatusBar() {
   // Messages on the left, the cursor readout on the right; both stay visible together.
   message_ = new QLabel(this);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -61,6 +74,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   progress_->hide();
   statusBar()->addPermanentWidget(progress_);
 
+}
+
+void MainWindow::buildMenus() {
   auto* file = menuBar()->addMenu(tr("&File"));
   auto* view_menu = menuBar()->addMenu(tr("&View"));
   view_menu->addAction(tr("&Bands…"), this, [this] {
@@ -103,6 +119,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
+}
+
+// The overlay legend and the raster view: style changes, an image opened or failed, the
+// label counts, the cursor readout.
+void MainWindow::connectRaster() {
   connect(legend_, &LegendPanel::styleChanged, this, [this](const OverlayStyle& s) {
     raster_->setOverlayStyle(s);
     volume_->cursor()->overlay = s;
@@ -139,6 +160,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(raster_, &RasterView::probed, this, [this](const RasterProbe& p) {
     readout_->setText(format_raster_readout(raster_->meta(), classNames(), p.x, p.y, p.values, p.label));
   });
+}
+
+// The volume viewer: loaded or failed, the voxel readout; the devices panel's messages.
+void MainWindow::connectVolume() {
   connect(volume_, &VolumeViewer::loaded, this, [this] {
     setBusy(false);
     volume_ready_ = true;
@@ -165,6 +190,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (volume_->volume()) readout_->setText(volume_->readout(v[0], v[1], v[2]));
   });
   connect(devices_, &DevicesPanel::message, this, &MainWindow::showMessage);
+}
+
+// A run directory reloads when its tiles change (debounced: tiles often arrive in bursts).
+void MainWindow::watchRuns() {
   run_watcher_ = new QFileSystemWatcher(this);
   run_reload_ = new QTimer(this);
   run_reload_->setSingleShot(true);
@@ -174,7 +203,6 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (!run_reload_->isActive()) run_reload_->start();
   });
   connect(run_reload_, &QTimer::timeout, this, &MainWindow::reloadRun);
-  resize(1280, 860);
 }
 
 MainWindow::~MainWindow() {

@@ -75,6 +75,13 @@ class MainWindow : public QMainWindow {
   void dropEvent(QDropEvent*) override;
 
  private:
+  // The constructor's parts.
+  void buildDocks();
+  void buildStatusBar();
+  void buildMenus();
+  void connectRaster();
+  void connectVolume();
+  void watchRuns();
   void showMessage(const QString& text);
   void setBusy(bool busy);
   void setLiveStyle(bool live);
