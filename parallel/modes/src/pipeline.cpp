@@ -258,16 +258,11 @@ void PipelineTrainer::reduce_gradients() {
   allreduce_sum_packed(data_, grads);
 }
 
-double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tensor& target) {
-  const double t0 = now_seconds();
-  stats_ = {};
-  const int K = stages(), M = options_.micro_batches, me = stage_index_;
-  const bool last = me == K - 1;
-  const std::string where = "pipeline stage " + std::to_string(me) + ": ";
-
+std::vector<PipelineTrainer::MicroBatch> PipelineTrainer::split_batch(const torch::Tensor& input, const std::string& where) {
+  const int M = options_.micro_batches;
   // The local batch size, known to stage 0, decides every micro-batch's shape.
   torch::Tensor n = torch::zeros({1}, torch::kInt64);
-  if (me == 0) {
+  if (stage_index_ == 0) {
     if (!input.defined()) throw Error(where + "input: stage 0 needs the mini-batch");
     n[0] = input.size(0);
   }
@@ -285,6 +280,77 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
                    (options_.checkpoint == ActivationCheckpoint::kExceptLast && m != M - 1);
     at += static_cast<int>(mb.size);
   }
+  return mbs;
+}
+
+void PipelineTrainer::send(const Event& ev, MicroBatch& mb, std::vector<std::unique_ptr<PendingOperation>>& sends) {
+  const bool forward_message = ev.block.forward;
+  torch::Tensor t;
+  if (forward_message) {
+    t = ev.skip < 0 ? mb.out.main : mb.out.skips.at(ev.skip);
+  } else {
+    const torch::Tensor& leaf = ev.skip < 0 ? mb.in.main : mb.in.skips.at(ev.skip);
+    t = leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf);
+  }
+  t = t.detach().contiguous();
+  // Non-blocking: this stage goes on computing while the tensor travels (the operation
+  // keeps it alive); completed sends are dropped after each event, the rest waited for
+  // at the end of the step.
+  sends.push_back(pipeline_.isend(t, ev.destination, ev.tag));
+  stats_.bytes_sent += tensor_bytes(t);
+  if (forward_message && mb.recompute) {  // recomputed before the backward: not kept meanwhile
+    if (ev.skip < 0)
+      mb.out.main = torch::Tensor();
+    else
+      mb.out.skips.erase(ev.skip);
+  }
+  if (!forward_message) {  // its gradient is out: the received tensor is no longer needed
+    if (ev.skip < 0)
+      mb.in.main = torch::Tensor();
+    else
+      mb.in.skips.erase(ev.skip);
+  }
+}
+
+void PipelineTrainer::receive(const Event& ev, MicroBatch& mb) {
+  const bool forward_message = ev.block.forward;
+  std::vector<int64_t> shape;
+  if (forward_message)
+    shape = ev.skip < 0 ? stage_->input_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
+  else
+    shape = ev.skip < 0 ? stage_->output_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
+  torch::Tensor t = torch::empty(shape, torch::kFloat32);
+  pipeline_.recv(t, ev.source, ev.tag);
+  stats_.bytes_received += tensor_bytes(t);
+  if (forward_message) {
+    t.requires_grad_(true);
+    (ev.skip < 0 ? mb.in.main : mb.in.skips[ev.skip]) = t;
+  } else {
+    (ev.skip < 0 ? mb.grad_out.main : mb.grad_out.skips[ev.skip]) = t;
+  }
+}
+
+double PipelineTrainer::step_loss(const std::vector<MicroBatch>& mbs) {
+  const int K = stages();
+  torch::Tensor loss = torch::zeros({1}, torch::kFloat64);
+  if (stage_index_ == K - 1) {
+    double sum = 0;
+    for (const auto& mb : mbs) sum += mb.loss_value;
+    loss[0] = sum;
+    data_.allreduce(loss, ReduceOp::kSum);
+  }
+  pipeline_.broadcast(loss, K - 1);
+  return loss.item<double>();
+}
+
+double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tensor& target) {
+  const double t0 = now_seconds();
+  stats_ = {};
+  const int K = stages(), me = stage_index_;
+  const bool last = me == K - 1;
+  const std::string where = "pipeline stage " + std::to_string(me) + ": ";
+  std::vector<MicroBatch> mbs = split_batch(input, where);
+  const int64_t N = mbs.back().offset + mbs.back().size;
 
   for (auto& p : stage_->parameters())
     if (p.grad().defined()) p.mutable_grad().zero_();
@@ -315,81 +381,32 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
   for (const Event& ev : events_) {
     std::erase_if(sends, [](const std::unique_ptr<PendingOperation>& op) { return op->test(); });
     MicroBatch& mb = mbs[static_cast<size_t>(ev.block.micro_batch)];
-    if (!ev.message) {
-      const double c0 = now_seconds();
-      if (ev.block.forward) {
-        forward(mb, input, target, w_total);
-        stats_.max_in_flight = std::max(stats_.max_in_flight, ++in_flight);
-        if (!mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
-      } else {
-        if (mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
-        backward(mb, w_total);
-        --in_flight;
-        --graphs;
-      }
-      stats_.compute_seconds += now_seconds() - c0;
-      note_received_bytes_held();
+    if (ev.message) {
+      if (ev.source == me) send(ev, mb, sends);
+      else receive(ev, mb);
       continue;
     }
-    const bool forward_message = ev.block.forward;
-    if (ev.source == me) {
-      torch::Tensor t;
-      if (forward_message) {
-        t = ev.skip < 0 ? mb.out.main : mb.out.skips.at(ev.skip);
-      } else {
-        const torch::Tensor& leaf = ev.skip < 0 ? mb.in.main : mb.in.skips.at(ev.skip);
-        t = leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf);
-      }
-      t = t.detach().contiguous();
-      // Non-blocking: this stage goes on computing while the tensor travels (the operation
-      // keeps it alive); completed sends are dropped after each event, the rest waited for
-      // at the end of the step.
-      sends.push_back(pipeline_.isend(t, ev.destination, ev.tag));
-      stats_.bytes_sent += tensor_bytes(t);
-      if (forward_message && mb.recompute) {  // recomputed before the backward: not kept meanwhile
-        if (ev.skip < 0)
-          mb.out.main = torch::Tensor();
-        else
-          mb.out.skips.erase(ev.skip);
-      }
-      if (!forward_message) {  // its gradient is out: the received tensor is no longer needed
-        if (ev.skip < 0)
-          mb.in.main = torch::Tensor();
-        else
-          mb.in.skips.erase(ev.skip);
-      }
+    const double c0 = now_seconds();
+    if (ev.block.forward) {
+      forward(mb, input, target, w_total);
+      stats_.max_in_flight = std::max(stats_.max_in_flight, ++in_flight);
+      if (!mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
     } else {
-      std::vector<int64_t> shape;
-      if (forward_message)
-        shape = ev.skip < 0 ? stage_->input_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
-      else
-        shape = ev.skip < 0 ? stage_->output_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
-      torch::Tensor t = torch::empty(shape, torch::kFloat32);
-      pipeline_.recv(t, ev.source, ev.tag);
-      stats_.bytes_received += tensor_bytes(t);
-      if (forward_message) {
-        t.requires_grad_(true);
-        (ev.skip < 0 ? mb.in.main : mb.in.skips[ev.skip]) = t;
-      } else {
-        (ev.skip < 0 ? mb.grad_out.main : mb.grad_out.skips[ev.skip]) = t;
-      }
+      if (mb.recompute) stats_.max_graphs_held = std::max(stats_.max_graphs_held, ++graphs);
+      backward(mb, w_total);
+      --in_flight;
+      --graphs;
     }
+    stats_.compute_seconds += now_seconds() - c0;
+    note_received_bytes_held();
   }
-
   for (auto& op : sends) op->wait();
   sends.clear();
 
-  torch::Tensor loss = torch::zeros({1}, torch::kFloat64);
-  if (last) {
-    double sum = 0;
-    for (const auto& mb : mbs) sum += mb.loss_value;
-    loss[0] = sum;
-    data_.allreduce(loss, ReduceOp::kSum);
-  }
-  pipeline_.broadcast(loss, K - 1);
+  const double loss = step_loss(mbs);
   reduce_gradients();
   stats_.seconds = now_seconds() - t0;
-  return loss.item<double>();
+  return loss;
 }
 
 }  // namespace tessera::parallel

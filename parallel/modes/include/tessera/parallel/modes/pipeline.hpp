@@ -32,6 +32,8 @@
 // with the concatenated global batch (tests/parallel/pipeline_test.cpp).
 // Not thread safe; every rank of the pipeline and data groups calls train_step together.
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <torch/types.h>
@@ -131,6 +133,12 @@ class PipelineTrainer {
   torch::Tensor micro_batch_loss(const torch::Tensor& logits, const torch::Tensor& target,
                                  const torch::Tensor& w_total) const;
   void reduce_gradients();
+  // train_step's parts: the micro-batches of this step's local batch (its size broadcast from
+  // stage 0), a message sent (non-blocking) or received, the loss summed over the replicas.
+  std::vector<MicroBatch> split_batch(const torch::Tensor& input, const std::string& where);
+  void send(const Event& ev, MicroBatch& mb, std::vector<std::unique_ptr<PendingOperation>>& sends);
+  void receive(const Event& ev, MicroBatch& mb);
+  double step_loss(const std::vector<MicroBatch>& mbs);
 
   Communicator& pipeline_;
   Communicator& data_;
