@@ -158,7 +158,7 @@ nlohmann::json run_reference(const Flags& f, const std::string& scene, const Ben
   if (r.exit_code != 0)
     throw Error(f.ref_script + ": failed (exit " + std::to_string(r.exit_code) +
                 "); it needs python3-torch, python3-rasterio and python3-numpy");
-  nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.rfind('{')));
+  nlohmann::json j = last_json(r.out, f.ref_script);
   j["script"] = f.ref_script;
   j["labels_path"] = labels;
   return j;

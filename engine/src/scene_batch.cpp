@@ -21,26 +21,17 @@ namespace fs = std::filesystem;
 std::string absolute(const std::string& path) { return path.empty() ? path : fs::absolute(path).lexically_normal().string(); }
 
 // What a killed run left of an unfinished scene: its outputs' temporaries (".partial" names,
-// tessera/run/staged_file.hpp) beside it, and its files in the run's staging folders
-// (tessera/run/output_set.hpp), which go too once empty. Only rank 0 calls this, before any
-// rank starts.
+// tessera/run/staged_file.hpp) beside it. Only rank 0 calls this, before any rank starts. (Its
+// files in a killed run's staging folders go when the next OutputSet stages into the folder:
+// tessera/run/output_set.hpp.)
 void remove_temporaries(const std::string& output) {
   const fs::path out(output);
-  const std::string labels = out.filename().string();
-  const std::string item = fs::path(io::stac_item_path(output)).filename().string();
-  const auto is_scenes = [&](const std::string& name, const std::string& suffix) {
-    return name.rfind(labels + suffix, 0) == 0 || name.rfind(item + suffix, 0) == 0;
-  };
+  const std::string labels = out.filename().string() + ".partial";
+  const std::string item = fs::path(io::stac_item_path(output)).filename().string() + ".partial";
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(out.parent_path().empty() ? "." : out.parent_path(), ec)) {
     const std::string name = entry.path().filename().string();
-    if (is_scenes(name, ".partial")) {
-      fs::remove_all(entry.path(), ec);
-    } else if (name.rfind(".tessera.partial-", 0) == 0 && entry.is_directory(ec)) {
-      for (const auto& staged : fs::directory_iterator(entry.path(), ec))
-        if (is_scenes(staged.path().filename().string(), "")) fs::remove_all(staged.path(), ec);
-      if (fs::is_empty(entry.path(), ec)) fs::remove(entry.path(), ec);
-    }
+    if (name.rfind(labels, 0) == 0 || name.rfind(item, 0) == 0) fs::remove_all(entry.path(), ec);
   }
 }
 

@@ -397,15 +397,10 @@ std::optional<std::string> metaimage_multi_file_form(const std::string& value) {
 
 }  // namespace
 
-// Teem refuses a non-positive NRRD spacing itself, but ITK 5.2 leaks on that error path;
-// this reads the "spacings:" field first. Problem, or nullopt.
-std::optional<std::string> metaimage_header_problem(const std::string& path) {
-  // MetaIO reads each field name (up to '=', ':' or the line's end, at most 500 bytes) and
-  // strcpy's it into a 255-byte record; a longer name overflows that buffer (found by
-  // tests/fuzz/fuzz_volume). Real headers have names of a few dozen characters.
-  constexpr size_t kMaxFieldName = 200;
-  std::ifstream f(path, std::ios::binary);
-  std::string line;
+namespace {
+
+// The fields of a MetaImage header that must agree, as read so far.
+struct MetaImageFields {
   // NDims and DimSize must agree: with NDims = 0 (or a DimSize of another length) ITK sizes
   // its buffer from one and MetaIO reads the voxels by the other, past the buffer's end
   // (found by tests/fuzz/fuzz_volume; regressions/volume/metaio_zero_dims.mha).
@@ -417,11 +412,61 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
   // writes the size with every compressed image.
   bool compressed = false;
   long long compressed_size = -1;
+
+  // Takes one field of header line `number`; a value MetaIO would misread is the problem.
+  std::optional<std::string> take(const std::string& name, const std::string& value, int number) {
+    const std::string at = "MetaImage header line " + std::to_string(number);
+    if (name == "ndims") {
+      char* rest = nullptr;
+      ndims = std::strtol(value.c_str(), &rest, 10);
+      if (ndims < 1 || ndims > 10) return at + ": NDims must be 1 to 10, not '" + value + "'";
+    } else if (name == "dimsize") {
+      std::istringstream values(value);
+      long n = 0, count = 0;
+      while (values >> n) {
+        if (n < 1) return at + ": every DimSize must be positive";
+        ++count;
+      }
+      dim_sizes = count;
+    } else if (name == "compresseddata") {
+      // As MetaIO reads a flag: past every separator and space, true when it starts with T, t
+      // or 1 ("CompressedData == 1" is compressed to MetaIO; found by tests/fuzz/fuzz_volume).
+      const size_t start = value.find_first_not_of("=: \t");
+      compressed = start != std::string::npos && (value[start] == 'T' || value[start] == 't' || value[start] == '1');
+    } else if (name == "compresseddatasize") {
+      char* rest = nullptr;
+      compressed_size = std::strtoll(value.c_str(), &rest, 10);
+      if (compressed_size < 1) return at + ": CompressedDataSize must be a positive byte count, not '" + value + "'";
+    }
+    return std::nullopt;
+  }
+
+  // What the whole header lacks or contradicts.
+  std::optional<std::string> problem() const {
+    if (compressed && compressed_size < 1)
+      return "MetaImage header says CompressedData = True but gives no CompressedDataSize";
+    if (ndims < 1) return "MetaImage header has no NDims";
+    if (dim_sizes != ndims)
+      return "MetaImage header has NDims = " + std::to_string(ndims) + " but " +
+             (dim_sizes < 0 ? std::string("no DimSize") : std::to_string(dim_sizes) + " DimSize values");
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::optional<std::string> metaimage_header_problem(const std::string& path) {
+  // MetaIO reads each field name (up to '=', ':' or the line's end, at most 500 bytes) and
+  // strcpy's it into a 255-byte record; a longer name overflows that buffer (found by
+  // tests/fuzz/fuzz_volume). Real headers have names of a few dozen characters.
+  constexpr size_t kMaxFieldName = 200;
+  std::ifstream f(path, std::ios::binary);
+  std::string line;
+  MetaImageFields fields;
   std::map<std::string, int> first_line;  // field name → the line that gave it
   // The header ends at ElementDataFile; one this check never reaches could hold what it
   // refuses (below), so a header too long to read through is refused as well.
   constexpr int kMaxHeaderLines = 1000;
-  bool data_file_seen = false;
   int number = 1;
   for (; number <= kMaxHeaderLines && std::getline(f, line); ++number) {
     const size_t end = std::min(line.find_first_of("=:"), line.size());
@@ -439,51 +484,22 @@ std::optional<std::string> metaimage_header_problem(const std::string& path) {
       return "MetaImage header line " + std::to_string(number) + " repeats the field '" + shown(name) + "' of line " +
              std::to_string(at->second);
     const std::string value = end < line.size() ? line.substr(end + 1) : std::string();
-    if (name == "ndims") {
-      char* rest = nullptr;
-      ndims = std::strtol(value.c_str(), &rest, 10);
-      if (ndims < 1 || ndims > 10)
-        return "MetaImage header line " + std::to_string(number) + ": NDims must be 1 to 10, not '" + value + "'";
-    } else if (name == "dimsize") {
-      std::istringstream values(value);
-      long n = 0, count = 0;
-      while (values >> n) {
-        if (n < 1) return "MetaImage header line " + std::to_string(number) + ": every DimSize must be positive";
-        ++count;
-      }
-      dim_sizes = count;
-    } else if (name == "compresseddata") {
-      // As MetaIO reads a flag: past every separator and space, true when it starts with T, t
-      // or 1 ("CompressedData == 1" is compressed to MetaIO; found by tests/fuzz/fuzz_volume).
-      const size_t start = value.find_first_not_of("=: \t");
-      compressed = start != std::string::npos && (value[start] == 'T' || value[start] == 't' || value[start] == '1');
-    } else if (name == "compresseddatasize") {
-      char* rest = nullptr;
-      compressed_size = std::strtoll(value.c_str(), &rest, 10);
-      if (compressed_size < 1)
-        return "MetaImage header line " + std::to_string(number) + ": CompressedDataSize must be a positive byte count, not '" +
-               value + "'";
-    }
+    if (auto problem = fields.take(name, value, number)) return problem;
     if (name == "elementdatafile") {  // the header ends here
       if (const auto form = metaimage_multi_file_form(value))
         return "MetaImage header line " + std::to_string(number) + ": ElementDataFile '" +
                shown(value.substr(std::min(value.find_first_not_of("=: \t"), value.size()))) + "' is " + *form +
                "; only one data file per image (LOCAL or a file name) is supported";
-      data_file_seen = true;
-      break;
+      return fields.problem();
     }
   }
-  if (!data_file_seen && number > kMaxHeaderLines)
+  if (number > kMaxHeaderLines)
     return "MetaImage header has no ElementDataFile in its first " + std::to_string(kMaxHeaderLines) + " lines";
-  if (compressed && compressed_size < 1)
-    return "MetaImage header says CompressedData = True but gives no CompressedDataSize";
-  if (ndims < 1) return "MetaImage header has no NDims";
-  if (dim_sizes != ndims)
-    return "MetaImage header has NDims = " + std::to_string(ndims) + " but " +
-           (dim_sizes < 0 ? std::string("no DimSize") : std::to_string(dim_sizes) + " DimSize values");
-  return std::nullopt;
+  return fields.problem();
 }
 
+// Teem refuses a non-positive NRRD spacing itself, but ITK 5.2 leaks on that error path;
+// this reads the "spacings:" field first. Problem, or nullopt.
 std::optional<std::string> nrrd_spacing_problem(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::string line;

@@ -1,8 +1,14 @@
 #include "tessera/run/output_set.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 #include <vector>
 
@@ -13,8 +19,45 @@ namespace fs = std::filesystem;
 
 namespace {
 
+constexpr char kStagingPrefix[] = ".tessera.partial-";
+
+// "<host>-": the staging folders of this host's processes start with it.
+std::string host_prefix() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) return "host-";
+  return std::string(host) + "-";
+}
+
 fs::path staging_folder(const fs::path& final_folder) {
-  return final_folder / (".tessera.partial-" + std::to_string(::getpid()));
+  return final_folder / (kStagingPrefix + host_prefix() + std::to_string(::getpid()));
+}
+
+// Whether process `pid` of this host is gone: none by that number, or a zombie that only waits
+// to be reaped (a killed rank whose parent died first may stay one in a container).
+bool process_gone(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t name_end = line.rfind(')');  // "pid (name) state …"; the name may hold spaces
+  return name_end != std::string::npos && name_end + 2 < line.size() &&
+         (line[name_end + 2] == 'Z' || line[name_end + 2] == 'X');
+}
+
+// Removes the staging folders in `folder` that a killed run of this host left: their process
+// is gone. Folders of live processes and of other hosts (whose processes this one cannot
+// see) stay.
+void remove_abandoned_staging(const fs::path& folder) {
+  const std::string mine = kStagingPrefix + host_prefix();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(mine, 0) != 0 || !entry.is_directory(ec)) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + mine.size(), &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+    if (process_gone(pid)) fs::remove_all(entry.path(), ec);
+  }
 }
 
 // One file of a staging folder on its way into place; `previous`: where the file it replaces
@@ -63,6 +106,7 @@ std::string OutputSet::stage(const std::string& final_path) {
   const fs::path folder = target.parent_path();
   const fs::path staging = staging_folder(folder.empty() ? fs::path(".") : folder);
   std::error_code ec;
+  if (!folders_.count(staging.string())) remove_abandoned_staging(folder.empty() ? fs::path(".") : folder);
   fs::create_directories(staging, ec);
   if (ec) throw Error(final_path + ": cannot create the folder " + staging.string() + ": " + ec.message());
   folders_.emplace(staging.string(), folder.empty() ? std::string(".") : folder.string());

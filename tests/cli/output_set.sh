@@ -5,9 +5,9 @@
 #     folder where the overlay's staged file goes): exit 1, a one-line error, and not one of
 #     the outputs nor their side files (.aux.xml, .qml) at the final paths, no staging left;
 #   - the same run killed (SIGKILL) while it writes the overlay (a FIFO there blocks it): the
-#     labels exist staged, nothing at the final paths;
+#     labels exist staged, nothing at the final paths; a rerun removes its staging folder;
 #   - a DICOM series to a DICOM SEG with --overlay, failing at the overlay: no seg.dcm left.
-# The staged names are the documented contract: <folder>/.tessera.partial-<pid>/<file name>.
+# The staged names are the documented contract: <folder>/.tessera.partial-<host>-<pid>/<file name>.
 # Usage: output_set.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
 T="$1"; GEN="$2"
@@ -17,6 +17,7 @@ failures=0; checks=0
 pass() { checks=$((checks + 1)); echo "ok   $*"; }
 fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL $*"; }
 cd "$W"
+H=$(uname -n)  # the host part of a staging folder's name (gethostname)
 
 "$GEN" --out s --size 256 --ct-size 32 --targets 0 > gen.log 2>&1 || { echo "FAIL generator: $(tail -2 gen.log)"; exit 1; }
 scene_outputs=(out/labels.tif out/labels.tif.aux.xml out/labels.qml out/probs.tif out/overlay.png out/polygons.gpkg
@@ -44,7 +45,7 @@ rm -rf out
 # 2. A failure after the labels and probabilities: the overlay's staged path is a folder.
 "${scene_run[@]}" > planted.log 2>&1 &
 pid=$!
-mkdir -p "out/.tessera.partial-$pid/overlay.png"
+mkdir -p "out/.tessera.partial-$H-$pid/overlay.png"
 wait $pid; status=$?
 [ $status -eq 1 ] && pass "planted overlay failure exits 1" || fail "planted overlay failure: exit $status: $(tail -3 planted.log)"
 grep -q "overlay.png" planted.log && pass "the error names the overlay" || fail "error: $(tail -2 planted.log)"
@@ -55,19 +56,23 @@ left=$(left_over "${scene_outputs[@]}")
 rm -rf out
 "${scene_run[@]}" > killed.log 2>&1 &
 pid=$!
-mkdir -p "out/.tessera.partial-$pid" && mkfifo "out/.tessera.partial-$pid/overlay.png"
+mkdir -p "out/.tessera.partial-$H-$pid" && mkfifo "out/.tessera.partial-$H-$pid/overlay.png"
 for _ in $(seq 600); do  # until the labels are written (staged) and the overlay blocks
-  [ -f "out/.tessera.partial-$pid/labels.tif" ] && [ -f "out/.tessera.partial-$pid/probs.tif" ] && break
+  [ -f "out/.tessera.partial-$H-$pid/labels.tif" ] && [ -f "out/.tessera.partial-$H-$pid/probs.tif" ] && break
   kill -0 $pid 2>/dev/null || break
   sleep 0.1
 done
 sleep 1
-if [ -f "out/.tessera.partial-$pid/labels.tif" ] && kill -0 $pid 2>/dev/null; then
+if [ -f "out/.tessera.partial-$H-$pid/labels.tif" ] && kill -0 $pid 2>/dev/null; then
   pass "labels staged while the overlay blocks"
   kill -9 $pid; wait $pid 2>/dev/null
   left=$(left_over "${scene_outputs[@]}")
-  [ "$left" = "out/.tessera.partial-$pid" ] && pass "killed run: nothing at the final paths (only its staging folder)" ||
+  [ "$left" = "out/.tessera.partial-$H-$pid" ] && pass "killed run: nothing at the final paths (only its staging folder)" ||
     fail "killed run left: $left"
+  # A rerun into the same folder removes the killed run's staging folder (its process is gone).
+  "${scene_run[@]}" > rerun.log 2>&1 || fail "rerun after the kill: $(tail -3 rerun.log)"
+  staging=$(ls -d out/.tessera.partial-* 2>/dev/null)
+  [ -z "$staging" ] && pass "a rerun leaves no staging folder of the killed run" || fail "after the rerun: $staging"
 else
   fail "the run did not block at the overlay: $(tail -3 killed.log)"; kill -9 $pid 2>/dev/null
 fi
@@ -77,7 +82,7 @@ rm -rf out
 "$T" infer --model unet3d-tiny --init random --seed 0 --classes 3 --tile 16 --no-progress --input s/ct_dicom \
   --output out/seg.dcm --overlay out/seg.png > seg.log 2>&1 &
 pid=$!
-mkdir -p "out/.tessera.partial-$pid/seg.png"
+mkdir -p "out/.tessera.partial-$H-$pid/seg.png"
 wait $pid; status=$?
 [ $status -ne 0 ] && pass "SEG + failing overlay exits $status" || fail "SEG + failing overlay succeeded"
 left=$(left_over out/seg.dcm out/seg.png)

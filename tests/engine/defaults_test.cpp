@@ -21,7 +21,12 @@
 namespace tessera {
 namespace {
 
-TEST(InferenceOptions, DefaultsAreValid) { EXPECT_NO_THROW(InferenceOptions().validate(UNetOptions())); }
+TEST(InferenceOptions, DefaultsAreValid) {
+  EXPECT_NO_THROW(InferenceOptions().validate(UNetOptions()));
+  InferenceOptions none;
+  none.batch = 0;
+  EXPECT_THROW(none.validate(UNetOptions()), Error);
+}
 
 TEST(TileGridOptions, DefaultsAreValid) {
   EXPECT_NO_THROW(TileGridOptions(Index{512, 512}).validate());
@@ -52,7 +57,10 @@ TEST(PipelineHookOptions, DefaultsAreValid) {
   EXPECT_THROW(parallel::PipelineHookOptions().with_micro_batches(-1).validate(), Error);
 }
 
-TEST(DataParallelOptions, DefaultsAreValid) { EXPECT_NO_THROW(parallel::DataParallelOptions().validate()); }
+TEST(DataParallelOptions, DefaultsAreValid) {
+  EXPECT_NO_THROW(parallel::DataParallelOptions().validate());
+  EXPECT_THROW(parallel::DataParallelOptions().with_fusion_bytes(0).validate(), Error);
+}
 
 TEST(SampleParallelOptions, DefaultsAreValid) {
   parallel::SampleParallelOptions o;

@@ -2,7 +2,10 @@
 // file and its side files appear at once; a failure before or during the commit leaves the
 // final folders as they were, earlier files included.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <climits>
 
 #include <filesystem>
 #include <fstream>
@@ -87,6 +90,33 @@ TEST(OutputSet, ATargetThatCannotBeReplacedMovesNothing) {
   }
   EXPECT_EQ(read(a), "yesterday's labels");
   EXPECT_FALSE(fs::exists(b));
+}
+
+// A killed run's staging folder (its process gone) is removed by the next set that stages
+// into the folder on the same host; a live process's folder and another host's stay.
+TEST(OutputSet, StagingRemovesWhatAKilledRunOfThisHostLeft) {
+  TempDir dir;
+  char host[HOST_NAME_MAX + 1] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  const pid_t child = ::fork();  // a pid that is surely gone once waited for
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string prefix = std::string(".tessera.partial-") + host + "-";
+  const fs::path dead = dir.path / (prefix + std::to_string(child));
+  const fs::path live = dir.path / (prefix + std::to_string(::getppid()));
+  const fs::path other = dir.path / (".tessera.partial-some-other-host-" + std::to_string(child));
+  for (const fs::path& p : {dead, live, other}) {
+    fs::create_directories(p);
+    write(p / "labels.tif", "left");
+  }
+  OutputSet set;
+  write(set.stage((dir.path / "labels.tif").string()), "new");
+  EXPECT_FALSE(fs::exists(dead)) << "the killed run's staging folder is still there";
+  EXPECT_TRUE(fs::exists(live / "labels.tif")) << "a live process's staging folder was removed";
+  EXPECT_TRUE(fs::exists(other / "labels.tif")) << "another host's staging folder was removed";
+  set.commit();
+  EXPECT_EQ(read(dir.path / "labels.tif"), "new");
 }
 
 }  // namespace

@@ -111,28 +111,30 @@ PipelineTrainer::PipelineTrainer(const UNetImpl& full, int64_t input_side, Commu
 
 PipelineTrainer::~PipelineTrainer() = default;
 
-void PipelineTrainer::build_events() {
-  const int K = stages(), M = options_.micro_batches;
-  const int E = static_cast<int>(seq_.skips.size());
+// Messages a block waits for: (source stage, skip) pairs, main first, then skips ascending.
+std::vector<std::pair<int, int>> PipelineTrainer::block_inputs(const PipelineBlock& b) const {
+  const int K = stages(), E = static_cast<int>(seq_.skips.size());
   auto producer_stage = [&](int e) { return stage_of_layer_[static_cast<size_t>(seq_.skips[static_cast<size_t>(e)].producer)]; };
   auto consumer_stage = [&](int e) { return stage_of_layer_[static_cast<size_t>(seq_.skips[static_cast<size_t>(e)].consumer)]; };
-  // Messages a block waits for: (source stage, skip) pairs, main first, then skips ascending.
-  auto inputs = [&](const PipelineBlock& b) {
-    std::vector<std::pair<int, int>> in;
-    if (b.forward) {
-      if (b.stage > 0) in.emplace_back(b.stage - 1, -1);
-      for (int e = 0; e < E; ++e)
-        if (consumer_stage(e) == b.stage && producer_stage(e) < b.stage) in.emplace_back(producer_stage(e), e);
-    } else {
-      if (b.stage < K - 1) in.emplace_back(b.stage + 1, -1);
-      for (int e = 0; e < E; ++e)
-        if (producer_stage(e) == b.stage && consumer_stage(e) > b.stage) in.emplace_back(consumer_stage(e), e);
-    }
-    return in;
-  };
-  auto id = [&](int stage, bool forward, int m) { return (stage * 2 + (forward ? 0 : 1)) * M + m; };
+  std::vector<std::pair<int, int>> in;
+  if (b.forward) {
+    if (b.stage > 0) in.emplace_back(b.stage - 1, -1);
+    for (int e = 0; e < E; ++e)
+      if (consumer_stage(e) == b.stage && producer_stage(e) < b.stage) in.emplace_back(producer_stage(e), e);
+  } else {
+    if (b.stage < K - 1) in.emplace_back(b.stage + 1, -1);
+    for (int e = 0; e < E; ++e)
+      if (producer_stage(e) == b.stage && consumer_stage(e) > b.stage) in.emplace_back(consumer_stage(e), e);
+  }
+  return in;
+}
 
-  // List scheduling with forward 1, backward 2 time units: the start time of every block.
+// Every stage's blocks in one global order: by start time under list scheduling with forward
+// 1, backward 2 time units, then by stage.
+std::vector<PipelineBlock> PipelineTrainer::scheduled_blocks() const {
+  const int K = stages(), M = options_.micro_batches;
+  auto id = [&](int stage, bool forward, int m) { return (stage * 2 + (forward ? 0 : 1)) * M + m; };
+  const auto inputs = [this](const PipelineBlock& b) { return block_inputs(b); };
   const auto order = pipeline_block_order(K, M, options_.schedule);
   std::vector<double> start(static_cast<size_t>(2 * K * M), -1), finish(start.size(), -1);
   std::vector<size_t> next(static_cast<size_t>(K), 0);
@@ -171,6 +173,13 @@ void PipelineTrainer::build_events() {
     return sa != sb ? sa < sb : a.stage < b.stage;
   });
 
+  return blocks;
+}
+
+void PipelineTrainer::build_events() {
+  const int E = static_cast<int>(seq_.skips.size());
+  const auto inputs = [this](const PipelineBlock& b) { return block_inputs(b); };
+  const std::vector<PipelineBlock> blocks = scheduled_blocks();
   // Every rank walks the same global sequence and keeps the events it takes part in. A
   // receive waits just before the block that consumes it; a send leaves right after the
   // block that produced it (the forward, or backward, of the same micro-batch on this

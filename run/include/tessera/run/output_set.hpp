@@ -3,13 +3,14 @@
 // polygons, STAC item and every side file their writers add). Each output is written into a
 // staging folder beside its final place,
 //
-//   <final folder>/.tessera.partial-<pid>/<file name>
+//   <final folder>/.tessera.partial-<host>-<pid>/<file name>
 //
 // so that the side files a writer puts next to it (GDAL's .aux.xml, a QGIS .qml, a shapefile's
 // .dbf) land there too under their final names. commit() moves every file of every staging
 // folder into its final folder; a set destroyed before commit() removes its staging folders,
 // and a run killed before it leaves only ".partial" folders, which readers skip
-// (RunLayout::is_temporary). Relative references between outputs of one folder (a STAC item's
+// (RunLayout::is_temporary) and the next set staging into the same folder on the same host
+// removes (their process is gone; a rerun never finds a killed run's files). Relative references between outputs of one folder (a STAC item's
 // hrefs) are the same staged and committed; writers that record other paths ask final_of().
 // Torch-free, MPI-free. Not thread safe.
 #include <map>

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/types.h>
@@ -127,6 +128,8 @@ class PipelineTrainer {
   struct MicroBatch;
   struct Event;
   void build_events();
+  std::vector<std::pair<int, int>> block_inputs(const PipelineBlock& b) const;
+  std::vector<PipelineBlock> scheduled_blocks() const;
   void forward(MicroBatch& mb, const torch::Tensor& input, const torch::Tensor& target,
                const torch::Tensor& w_total);
   void backward(MicroBatch& mb, const torch::Tensor& w_total);
