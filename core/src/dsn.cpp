@@ -119,7 +119,21 @@ DsnImpl::DsnImpl(UNetOptions unet_options, DsnOptions dsn, std::vector<int> owne
   parts = register_module("parts", DsnParts(unet_options, dsn_, owned, seed));
 }
 
-DsnOutputs DsnImpl::forward(const torch::Tensor& x, int domain, bool task) {
+void DsnImpl::use_channels_last() {
+  unet->use_channels_last();
+  torch::NoGradGuard no_grad;
+  const int dims = unet->options().dims;
+  const auto format = dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d;
+  for (auto& p : parts->parameters())
+    if (p.dim() == dims + 2) p.set_data(p.contiguous(format));
+  channels_last_ = true;
+}
+
+DsnOutputs DsnImpl::forward(const torch::Tensor& input, int domain, bool task) {
+  const int dims = unet->options().dims;
+  const torch::Tensor x =
+      channels_last_ ? input.contiguous(dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d)
+                     : input;
   DsnOutputs out;
   std::map<int, torch::Tensor> skips;
   out.shared_code = unet->encode(x, skips);

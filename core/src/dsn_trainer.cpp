@@ -108,6 +108,7 @@ class DsnTraining {
   void begin() {
     if (observer_) observer_->on_begin(std::nullopt);
     hooks_.on_start(*dsn_);
+    if (options_.channels_last) dsn_->use_channels_last();
     dsn_->train();
     plan_more();
     bar_.emplace("train dsn", options_.steps, "steps", options_.progress && writer_);

@@ -126,11 +126,16 @@ VolumeResampling choose_resampling(const ResampleConfig& config, const std::vect
   VolumeResampling r;
   r.image = config.image;
   r.labels = config.labels;
-  if (!config.enabled || images.empty() || !is_volume(*images.front())) {
-    if (!config.spacing.empty() && !images.empty() && !is_volume(*images.front()))
-      bad("spacing", "resampling is for volumes; " + images.front()->info().path + " is a raster");
+  if (!images.empty() && !is_volume(*images.front())) {
+    // Every data.resample key left at its default (train_settings.hpp refused_for_rasters).
+    const ResampleConfig defaults;
+    const std::string raster = "resampling is for volumes; " + images.front()->info().path + " is a raster";
+    if (config.enabled != defaults.enabled) bad("enabled", raster);
+    if (!config.spacing.empty()) bad("spacing", raster);
+    if (config.image != defaults.image) bad("image", raster);
     return r;
   }
+  if (!config.enabled || images.empty()) return r;
   if (!config.spacing.empty()) {
     r.spacing = config.spacing;
     return r;

@@ -8,6 +8,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/dsn_trainer.hpp"
 #include "tessera/core/threads.hpp"
+#include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/parallel/modes/domain_hooks.hpp"
@@ -35,27 +36,13 @@ std::string describe_domains(const std::vector<int>& domains) {
   return s;
 }
 
-// What the domain-parallel path does not do, refused in one line naming the key: a DSN
-// trains domain parallel in fp32 without resuming, its shared gradients summed in one
-// allreduce per step (no buckets, no overlap, no compression), without validation.
+// What the domain-parallel path refuses beyond the settings table (train_settings.hpp): the
+// grid of the other modes, the requests it cannot honour, registry models.
 void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
   const std::string& config = request.config;
-  const ParallelConfig defaults;
-  auto refuse = [&](const std::string& key, const std::string& why) {
-    throw Error(config + ": " + key + ": model.kind dsn " + why);
-  };
-  if (c.parallel.pp > 1 || c.parallel.sp > 1 || !c.parallel.sp_mesh.empty())
+  if (c.parallel.pp > 1 || c.parallel.sp > 1)
     throw Error(config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
                 "supported with it");
-  if (c.train.precision != "fp32") refuse("train.precision " + c.train.precision, "trains in fp32");
-  if (c.parallel.gradient_compression != defaults.gradient_compression)
-    refuse("parallel.gradient_compression " + c.parallel.gradient_compression, "sums its gradients in fp32 (use none)");
-  if (c.parallel.fusion_mib != defaults.fusion_mib)
-    refuse("parallel.fusion_mib", "sums its shared gradients in one allreduce per step, without buckets (leave it out)");
-  if (c.parallel.overlap_allreduce != defaults.overlap_allreduce)
-    refuse("parallel.overlap_allreduce", "sums its shared gradients after the backward, never during it (leave it out)");
-  if (c.train.early_stopping > 0)
-    refuse("train.early_stopping", "has no validation to stop on (its source holdout is scored with tessera eval; use 0)");
   if (!request.profile.empty()) throw Error("--profile: not supported with model.kind dsn");
   if (!request.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
   if (!c.model.options.is_builtin())
@@ -86,7 +73,10 @@ Domains open_domains(const std::string& config, RunConfig& c) {
     for (const std::string& path : target.images) {
       d.target_images.push_back(io::open_image(config_relative(config, path)));
       const ImageSource& image = *d.target_images.back();
-      d.pairs.back().push_back({&image, nullptr, Box{Index(image.info().extent.size(), 0), image.info().extent}});
+      TrainingPair pair{&image, nullptr, Box{Index(image.info().extent.size(), 0), image.info().extent}};
+      if (!d.meta.norm.resolved())  // a per-image kind (mr): each target image its own, as the source's
+        pair.norm = &d.source.image_norms.emplace(&image, io::resolve_normalization(d.meta.norm, image)).first->second;
+      d.pairs.back().push_back(pair);
     }
   }
   return d;
@@ -106,6 +96,9 @@ void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const Mon
                (long long)dsn_recon_parameter_count(model, dsn_options),
                (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
                (long long)t.tile, t.batch, ranks, groups, hooks.replicas(), threads);
+  if (c.validate)  // train.validate's default: a DSN has no validation of its own yet
+    std::fprintf(stderr, "train: no validation during a DSN run: its source holdout is never trained on; score it with "
+                 "tessera eval --checkpoint %s\n", RunLayout(t.run_dir).last_checkpoint().c_str());
   for (int g = 0; g < groups; ++g)
     std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", g, g * hooks.replicas(),
                  (g + 1) * hooks.replicas() - 1,

@@ -78,10 +78,7 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   const int micro_batches = c.parallel.micro_batches;
   if (grid.shape().spatial > 1 || !c.parallel.sp_mesh.empty()) check_spatial(c, grid.shape().spatial, config);
   try {
-    if (gradient_wire(c.parallel.gradient_compression) != Precision::kFp32 &&
-        (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
-      throw Error(c.parallel.gradient_compression +
-                  " is for data parallelism only (pipeline stages and spatial blocks sum gradients in fp32)");
+    gradient_wire(c.parallel.gradient_compression);  // a known format (stages and blocks refuse any: train_settings.hpp)
   } catch (const Error& e) {
     throw Error(config + ": parallel.gradient_compression: " + e.what());
   }
@@ -105,9 +102,6 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
 
 Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
   const ParallelConfig& p = c.parallel;
-  if (c.train.precision != "fp32" && (grid.shape().spatial > 1 || grid.shape().pipeline > 1))
-    throw Error("train.precision " + c.train.precision +
-                ": data parallelism only (pipeline stages and spatial blocks train in fp32)");
   Hooks out;
   if (grid.shape().spatial > 1) {
     auto h = std::make_unique<parallel::SpatialTrainHooks>(

@@ -11,6 +11,7 @@
 #include "tessera/engine/config_file.hpp"
 #include "tessera/engine/operator_profile.hpp"
 #include "tessera/engine/preprocessing.hpp"
+#include "tessera/engine/train_settings.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
@@ -64,6 +65,7 @@ void TrainJob::run() {
   const TrainRequest& f = request_;
   validate(c.data.normalization, f.config);  // before any image is read
   validate(c.data.resample, f.config);
+  refuse_unhonoured_settings(c, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;
   if (!model.is_builtin() && (c.parallel.pp > 1 || c.parallel.sp > 1))

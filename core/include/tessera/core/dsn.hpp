@@ -100,12 +100,16 @@ class DsnImpl : public torch::nn::Module {
   DsnOutputs forward(const torch::Tensor& x, int domain, bool task);
   /// Shared parameters: the U-Net's, the decoder's and the classifier's.
   std::vector<torch::Tensor> shared_parameters();
+  /// Channels-last convolution weights everywhere and channels-last input (train.channels_last),
+  /// as UNetImpl::use_channels_last does for the U-Net alone.
+  void use_channels_last();
   UNet unet{nullptr};
   DsnParts parts{nullptr};
   const DsnOptions& options() const { return dsn_; }
 
  private:
   DsnOptions dsn_;
+  bool channels_last_ = false;
 };
 TORCH_MODULE(Dsn);
 
