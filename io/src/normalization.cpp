@@ -50,9 +50,20 @@ std::string number(double v) {
 
 }  // namespace
 
+void ForegroundStatisticsOptions::validate() const {
+  if (!(0 <= low_percentile && low_percentile < high_percentile && high_percentile <= 100))
+    throw Error("foreground statistics: percentiles must satisfy 0 <= low < high <= 100, got " +
+                std::to_string(low_percentile) + " and " + std::to_string(high_percentile));
+  if (max_voxels_per_image < 1)
+    throw Error("foreground statistics: max_voxels_per_image must be >= 1, got " + std::to_string(max_voxels_per_image));
+  if (window && !(window->first < window->second))
+    throw Error("foreground statistics: window must be [low, high] with low < high");
+}
+
 std::vector<IntensityStatistics> foreground_statistics(const std::vector<LabelledRegion>& pairs,
                                                        const ForegroundStatisticsOptions& o) {
   TESSERA_CHECK(!pairs.empty());
+  o.validate();
   const int channels = pairs.front().image->info().channels;
   std::vector<std::vector<float>> values(channels);
   std::vector<int> images(channels, 0);

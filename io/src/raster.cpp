@@ -317,8 +317,18 @@ struct LabelRasterWriter::Impl {
   }
 };
 
+void LabelRasterOptions::validate() const {
+  if (path.empty()) throw Error("label raster: no output path");
+  if (extent.size() != 2 || extent[0] < 1 || extent[1] < 1)
+    throw Error(path + ": a label raster needs a 2-D extent of positive sides, got " + to_string(extent));
+  if (block < 16 || block % 16 != 0)
+    throw Error(path + ": block must be a positive multiple of 16 (GeoTIFF tiles), got " + std::to_string(block));
+  if (compress.empty()) throw Error(path + ": no compression named (e.g. DEFLATE, or NONE)");
+  style.validate();
+}
+
 LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_unique<Impl>(o.path, o.style)) {
-  o.style.validate();
+  o.validate();
   init_gdal();
   GDALDriverH driver = GDALGetDriverByName("GTiff");
   const std::string block = std::to_string(o.block);

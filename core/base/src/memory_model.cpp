@@ -89,7 +89,12 @@ int StageMemoryOptions::in_flight(int from_end) const {
   return schedule == PipelineScheduleKind::kGPipe ? micro_batches : std::min(micro_batches, from_end);
 }
 
+void StageMemoryOptions::validate() const {
+  if (micro_batches < 1) throw Error("stage memory: micro_batches must be >= 1, got " + std::to_string(micro_batches));
+}
+
 int64_t stage_bytes(const LayerSequence& seq, int first, int last, int from_end, const StageMemoryOptions& o) {
+  o.validate();
   return stage_terms(seq, first, last, o.training, o.extra_bytes).bytes(o.in_flight(from_end), o.checkpoint);
 }
 

@@ -278,7 +278,17 @@ torch::Tensor NormNdImpl::forward(const torch::Tensor& x) {
 
 int64_t conv_padding(Padding padding, int64_t kernel) { return padding == Padding::kSame ? (kernel - 1) / 2 : 0; }
 
+void ConvBlockOptions::validate() const {
+  if (dims < 1 || dims > 3) throw Error("conv block: dims must be 1, 2 or 3, got " + std::to_string(dims));
+  if (in_channels < 1 || out_channels < 1)
+    throw Error("conv block: in_channels and out_channels must be >= 1, got " + std::to_string(in_channels) + " and " +
+                std::to_string(out_channels));
+  if (convs < 1) throw Error("conv block: convs must be >= 1, got " + std::to_string(convs));
+  if (kernel < 1 || kernel % 2 == 0) throw Error("conv block: kernel must be odd and >= 1, got " + std::to_string(kernel));
+}
+
 ConvBlockImpl::ConvBlockImpl(const ConvBlockOptions& o) {
+  o.validate();
   const int64_t pad = conv_padding(o.padding, o.kernel);
   for (int i = 0; i < o.convs; ++i) {
     const int64_t in = i == 0 ? o.in_channels : o.out_channels;

@@ -65,6 +65,7 @@ void TrainJob::run() {
   const TrainRequest& f = request_;
   validate(c.data.normalization, f.config);  // before any image is read
   validate(c.data.resample, f.config);
+  if (!c.model.is_dsn()) grid_shape(c.parallel);  // --pp with --sp first: no one mode to judge the keys by
   refuse_unhonoured_settings(c, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;

@@ -31,6 +31,10 @@ struct ForegroundStatisticsOptions {
   double low_percentile = 0.5;
   double high_percentile = 99.5;
   int64_t max_voxels_per_image = 100000;
+
+  /// 0 <= low_percentile < high_percentile <= 100, max_voxels_per_image >= 1, a window with
+  /// low < high. Throws tessera::Error naming the field.
+  void validate() const;
 };
 
 /// A training image, its labels (same extent) and the box of it that trains.

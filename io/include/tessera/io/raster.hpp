@@ -77,6 +77,10 @@ struct LabelRasterOptions {
   LabelRasterOptions(std::string path_, Index extent_, Georeference geo_)
       : path(std::move(path_)), extent(std::move(extent_)), geo(std::move(geo_)) {}
   LabelRasterOptions& with_style(LabelStyle v) { style = std::move(v); return *this; }
+
+  /// A path, a 2-D extent of positive sides, a block that is a multiple of 16 (GeoTIFF tiles),
+  /// a compression, a valid style. Throws tessera::Error naming the path and the field.
+  void validate() const;
 };
 
 /// A tiled, compressed Byte GeoTIFF of labels, written window by window under a temporary

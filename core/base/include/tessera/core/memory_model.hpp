@@ -57,6 +57,9 @@ struct StageMemoryOptions {
   StageMemoryOptions& with_training(bool t) { training = t; return *this; }
   StageMemoryOptions& with_extra_bytes(std::vector<int64_t> e) { extra_bytes = std::move(e); return *this; }
   StageMemoryOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
+  /// micro_batches >= 1 (a calibrated extra may be negative: the model's own term can
+  /// over-predict a layer). Throws tessera::Error naming the field.
+  void validate() const;
   /// Micro-batches whose activations a stage holds at once.
   int in_flight(int from_end) const;
 };

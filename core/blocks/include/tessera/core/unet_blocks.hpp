@@ -90,6 +90,9 @@ struct ConvBlockOptions {
   int64_t kernel = 3;    ///< K, odd
   Padding padding = Padding::kValid;
   Norm norm = Norm::kNone;
+
+  /// dims 1 … 3, channels >= 1, convs >= 1, an odd kernel >= 1. Throws tessera::Error naming the field.
+  void validate() const;
 };
 
 /// n_c × (convolution → normalisation → ReLU). Submodules conv<i> and, unless the norm is
