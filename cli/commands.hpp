@@ -19,6 +19,10 @@ void register_plan(CLI::App& app);
 void register_simulate(CLI::App& app);
 /// `bench allreduce`, attached to the `bench` subcommand by register_bench.
 void register_bench_allreduce(CLI::App& bench);
+/// `bench train`: data-parallel training speed against PyTorch DDP (launches mpirun).
+void register_bench_train(CLI::App& bench);
+/// `bench simulate`: the cluster simulator's step times against this machine (launches mpirun).
+void register_bench_simulate(CLI::App& bench);
 /// `bench pipeline`: pipeline-parallel step time, bubble and stage memory, under mpirun.
 void register_bench_pipeline(CLI::App& bench);
 /// `bench spatial`: spatial parallelism's per-rank memory, step time and halo bytes (launches mpirun).

@@ -102,6 +102,11 @@ class FlagOverrides {
 };
 
 namespace detail {
+template <class T>
+struct is_vector : std::false_type {};
+template <class T, class A>
+struct is_vector<std::vector<T, A>> : std::true_type {};
+
 // add_field_flags' visitor: one flag per declared field, bound to the field.
 struct FieldFlagBinder : options_detail::DottedVisitor<FieldFlagBinder> {
   CLI::App* cmd = nullptr;
@@ -120,6 +125,8 @@ struct FieldFlagBinder : options_detail::DottedVisitor<FieldFlagBinder> {
     } else if constexpr (std::is_enum_v<M>) {
       cmd->add_option_function<std::string>(names(path, false), [&m](const std::string& v) { parse_value(v, m); }, help)
           ->default_str(value_name(m));
+    } else if constexpr (is_vector<M>::value) {
+      cmd->add_option(names(path, false), m, help)->delimiter(',')->capture_default_str();
     } else {
       cmd->add_option(names(path, false), m, help)->capture_default_str();
     }
@@ -131,7 +138,8 @@ struct FieldFlagBinder : options_detail::DottedVisitor<FieldFlagBinder> {
 
 /// Binds every declared field of `o` to a flag of `cmd` (options declared once: the flag, its
 /// help and its shown default come from the declaration): --<key> with dashes (min_area →
-/// --min-area), the value parsed into the field as its type (an enum through parse_value);
+/// --min-area), the value parsed into the field as its type (an enum through parse_value; a
+/// list as words or comma-separated, --micro 1,2,4);
 /// a bool field that holds true is --no-<key> (it turns it off), one that holds false is
 /// --<key>. `aliases` adds names per key. The callbacks point at `o`: keep it where it is
 /// until parsing is done.

@@ -8,7 +8,7 @@
 
 #include "bench_common.hpp"
 
-namespace tessera::cli {
+namespace tessera::bench {
 namespace {
 
 TEST(BenchSearch, FindsTheLastFittingStepFromAnyPrediction) {
@@ -33,4 +33,4 @@ TEST(BenchSearch, FindsTheLastFittingStepFromAnyPrediction) {
 }
 
 }  // namespace
-}  // namespace tessera::cli
+}  // namespace tessera::bench

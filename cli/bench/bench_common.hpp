@@ -1,15 +1,21 @@
 #pragma once
-// Shared by the `tessera bench …` subcommands.
+// Shared by the `tessera bench …` drivers: the generated scene, the measured side search,
+// medians of step times, and the small formatting helpers of their tables. Torch-free.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "tessera/core/train_observer.hpp"
 
-namespace tessera::cli {
+namespace tessera::bench {
+
+/// A file of the source tree (the PyTorch references, cluster descriptions): `relative`
+/// below the checkout this binary was built from.
+std::string source_file(const std::string& relative);
+
+/// The benches' default work folder: <temporary directory>/tessera-bench.
+std::string default_work_dir();
 
 /// A deterministic 4-band scene of side n (tessera-make-sample), generated once into
 /// work_dir/scene-n/ and reused; returns the GeoTIFF's path.
@@ -31,9 +37,14 @@ double median_step_seconds(const std::string& metrics_path);
 /// The same of steps already read (read_metrics(path).steps).
 double median_step_seconds(const std::vector<StepMetrics>& steps);
 
-/// `bench train`, attached to the `bench` subcommand.
-void register_bench_train(CLI::App& bench);
-/// `bench simulate`, attached to the `bench` subcommand.
-void register_bench_simulate(CLI::App& bench);
+/// Runs `parse` (a parse_* of a flag's text); a tessera::Error it throws is thrown again with
+/// `flag` in front ("--schedule: …"), so that validate() names the flag.
+void with_flag(const std::string& flag, const std::function<void()>& parse);
 
-}  // namespace tessera::cli
+/// Bytes as MiB.
+double mib(int64_t bytes);
+
+/// "1,2,4": a list as a flag value.
+std::string join(const std::vector<int>& v);
+
+}  // namespace tessera::bench

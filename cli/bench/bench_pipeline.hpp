@@ -1,15 +1,17 @@
 #pragma once
-// What `tessera bench pipeline` (cmd_bench_pipeline.cpp) shares with its --memory-cap search
-// (bench_pipeline_cap.cpp): the flags, the model set-up, the balances it compares and the
-// measurement of one stage's training memory. Internal to the CLI.
+// What `tessera bench pipeline` (bench_pipeline.cpp) shares with its --memory-cap search
+// (bench_pipeline_cap.cpp) and bench spatial: the model set-up (bench_pipeline_stage.cpp), the
+// balances it compares and the measurement of one stage's training memory. Internal to the
+// benches.
 #include <cstdint>
-#include <optional>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include <torch/types.h>
 
-#include "model_options.hpp"
+#include "bench_pipeline_options.hpp"
+#include "tessera/engine/calibration.hpp"
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/unet.hpp"
 #include "tessera/parallel/comm/communicator.hpp"
@@ -19,20 +21,7 @@
 #include "tessera/parallel/plan/spatial_cost.hpp"
 #include "tessera/parallel/comm/process_grid.hpp"
 
-namespace tessera::cli::pipeline_bench {
-
-
-struct Flags {
-  ModelFlags model;
-  int64_t tile = 64;
-  int batch = 8, steps = 5, threads = 1;
-  std::vector<int> micro;  // default: 1, 2, 4, 8 up to --batch
-  std::string schedule = "1f1b", balance = "memory", checkpoint = "never";
-  bool no_memory = false, no_time = false;
-  std::string calibration;
-  std::optional<double> memory_cap_mib;
-  int64_t max_side = 4096;
-};
+namespace tessera::bench::pipeline_bench {
 
 struct Setup {
   UNetOptions options;
@@ -47,6 +36,11 @@ struct Setup {
     return parallel::PipelineOptions(std::move(balance)).with_micro_batches(m).with_schedule(schedule).with_checkpoint(checkpoint);
   }
 };
+
+/// The run's model, side (the smallest valid input side >= --tile), layer sequence and
+/// calibration: `cal` and `cal_path` are the calibration read (refused when --calibration
+/// names a file without this model's memory calibration, or a stale one).
+Setup make_setup(const BenchPipelineOptions& f, engine::ModelCalibration& cal, std::filesystem::path& cal_path);
 
 struct Batch {
   torch::Tensor input, target;
@@ -73,8 +67,6 @@ struct StagePeak {
 StagePeak measure_stage_peak(const UNetImpl& net, int64_t side, parallel::Communicator& pipeline,
                              parallel::Communicator& data, const parallel::PipelineOptions& po, const Batch& b);
 
-std::string join(const std::vector<int>& v);
-double mib(int64_t bytes);
 
 // ---- --memory-cap (bench_pipeline_cap.cpp) ----
 
@@ -92,7 +84,7 @@ struct CapRow {
 
 /// The largest input side whose training step stays within `cap` bytes per rank for `config`
 /// (every rank calls; kOneRank trains the whole network on `self`).
-CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+CapRow largest_side(const BenchPipelineOptions& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
                     const UNetImpl& net, CapConfig config, int64_t cap);
 
-}  // namespace tessera::cli::pipeline_bench
+}  // namespace tessera::bench::pipeline_bench

@@ -1,5 +1,5 @@
 // tessera bench pipeline --memory-cap: the largest trainable input side per rank, measured
-// (see cmd_bench_pipeline.cpp for the memory figure) and predicted by the planner.
+// (see bench_pipeline.cpp for the memory figure) and predicted by the planner.
 #include <algorithm>
 #include <cstdio>
 
@@ -8,7 +8,7 @@
 #include "bench_common.hpp"
 #include "bench_pipeline.hpp"
 
-namespace tessera::cli::pipeline_bench {
+namespace tessera::bench::pipeline_bench {
 namespace {
 
 struct CapProbe {
@@ -17,7 +17,7 @@ struct CapProbe {
 };
 
 // Every rank calls. kOneRank: each rank trains the whole network alone (self communicator).
-CapProbe probe(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+CapProbe probe(const BenchPipelineOptions& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
                const UNetImpl& net, int64_t side, CapConfig config) {
   const LayerSequence seq = unet_layer_sequence(s.options, side);
   const int k = config == CapConfig::kOneRank ? 1 : grid.shape().pipeline;
@@ -36,7 +36,7 @@ CapProbe probe(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, para
 }
 
 // The planner's largest stage for `config` at `side` (calibrated model when there is one).
-int64_t predicted_peak(const Flags& f, const Setup& s, int k, int64_t side, CapConfig config) {
+int64_t predicted_peak(const BenchPipelineOptions& f, const Setup& s, int k, int64_t side, CapConfig config) {
   const LayerSequence seq = unet_layer_sequence(s.options, side);
   if (config == CapConfig::kOneRank) k = 1;
   const auto mo = memory_options(s, seq, f.batch, true);
@@ -51,7 +51,7 @@ int64_t predicted_peak(const Flags& f, const Setup& s, int k, int64_t side, CapC
 
 }  // namespace
 
-CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
+CapRow largest_side(const BenchPipelineOptions& f, const Setup& s, parallel::ProcessGrid& grid, parallel::Communicator& self,
                     const UNetImpl& net, CapConfig config, int64_t cap) {
   // Valid sides: s.side + j · step (step: the model's alignment keeps the side valid).
   const int64_t step = unet_alignment(s.options);
@@ -90,4 +90,4 @@ CapRow largest_side(const Flags& f, const Setup& s, parallel::ProcessGrid& grid,
   return row;
 }
 
-}  // namespace tessera::cli::pipeline_bench
+}  // namespace tessera::bench::pipeline_bench
