@@ -50,7 +50,7 @@ void fields(PlanJobOptions& o, V& v) {
   v.field("train", o.train, "Plan training (default)");
   v.field("infer", o.infer, "Plan inference");
   v.field("tile", o.tile, "Tile inset every step must see whole (0, the default: the planner chooses)");
-  v.field("spatial", o.spatial, "Consider spatial parallelism (sp) (--no-spatial: do not)");
+  v.field("spatial", o.spatial, "Spatial parallelism (sp) among the layouts searched (--no-spatial: not considered)");
   v.field("json", o.json, "Print the layout as JSON");
   v.field("schedule", o.schedule, "Pipeline schedule: 1f1b or gpipe");
   v.field("activation_checkpoint", o.activation_checkpoint,
