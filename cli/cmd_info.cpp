@@ -1,130 +1,17 @@
-// tessera info FILE|DIR [--series UID] [--json]: what an image is and where it sits in the
-// world; for DICOM, which series was read and how. A folder of several DICOM series is listed
-// (exit 0) so that one can be chosen with --series.
-#include <cstdio>
-#include <filesystem>
-#include <iostream>
-#include <optional>
-
-#include <nlohmann/json.hpp>
-
+// tessera info: flags → ImageInfoOptions → print_image_info (engine/include/tessera/engine/image_info.hpp).
 #include "commands.hpp"
-#include "tessera/core/error.hpp"
-#include "tessera/io/dicom_series.hpp"
-#include "tessera/io/open_image.hpp"
-#include "tessera/io/volume.hpp"
+#include "options_cli.hpp"
+#include "tessera/engine/image_info.hpp"
 
 namespace tessera::cli {
-namespace {
-
-nlohmann::json to_json(const ImageInfo& i) {
-  nlohmann::json j{{"path", i.path},           {"kind", i.kind},     {"format", i.format},
-                   {"data_type", i.data_type}, {"size", i.extent},   {"channels", i.channels}};
-  nlohmann::json nodata = nlohmann::json::array();
-  for (const auto& v : i.nodata) nodata.push_back(v ? nlohmann::json(*v) : nlohmann::json(nullptr));
-  j["nodata"] = nodata;
-  if (i.kind == "raster") {
-    j["crs_wkt"] = i.geo.crs_wkt;
-    j["geotransform"] = i.geo.geotransform;
-  } else {
-    j["spacing"] = i.geo.spacing;
-    j["origin"] = i.geo.origin;
-    j["direction"] = i.geo.direction;
-  }
-  return j;
-}
-
-nlohmann::json to_json(const io::DicomSeriesSummary& s) {
-  return {{"uid", s.uid}, {"description", s.description}, {"modality", s.modality}, {"slices", s.slices}};
-}
-
-nlohmann::json to_json(const io::DicomReadSummary& d) {
-  nlohmann::json j = to_json(d.series);
-  j["how"] = d.how;
-  j["window"] = d.window ? nlohmann::json{{"center", d.window->center}, {"width", d.window->width}} : nlohmann::json(nullptr);
-  return j;
-}
-
-// A folder of several DICOM series: the list to choose from, or nullopt when it is not one.
-std::optional<std::vector<io::DicomSeriesSummary>> several_series(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(path, ec)) return std::nullopt;
-  auto series = io::list_dicom_series(path);
-  if (series.size() < 2) return std::nullopt;
-  return series;
-}
-
-void print_series_list(const std::string& path, const std::vector<io::DicomSeriesSummary>& series, bool json) {
-  if (json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& s : series) list.push_back(to_json(s));
-    std::cout << nlohmann::json{{"path", path}, {"kind", "dicom series list"}, {"series", list}}.dump(2) << '\n';
-    return;
-  }
-  std::printf("%s\n  %zu DICOM series; choose one with --series UID:\n", path.c_str(), series.size());
-  for (const auto& s : series) std::printf("  series    %s\n", io::describe(s).c_str());
-}
-
-std::string fmt_double(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.10g", v);
-  return buf;
-}
-
-std::string join(const std::vector<double>& v) {
-  std::string s;
-  for (double x : v) s += (s.empty() ? "" : ", ") + fmt_double(x);
-  return s;
-}
-
-}  // namespace
 
 void register_info(CLI::App& app) {
   auto* cmd = app.add_subcommand("info", "Describe a raster or volume: size, bands, type, CRS or spacing");
-  static std::string path;
-  static std::string series;
-  static bool json = false;
-  cmd->add_option("path", path, "GeoTIFF/VRT/any GDAL raster, NIfTI/NRRD/MHA, or a DICOM folder or file")->required();
-  cmd->add_option("--series", series,
-                  "DICOM: the SeriesInstanceUID to describe, from a folder holding several series (without it, "
-                  "such a folder is listed)");
-  cmd->add_flag("--json", json, "Print JSON instead of text");
-  cmd->callback([] {
-    std::unique_ptr<ImageSource> image;
-    try {
-      image = io::open_image(path, io::ImageOpenOptions().with_series_uid(series));
-    } catch (const Error&) {
-      if (series.empty())
-        if (const auto list = several_series(path)) return print_series_list(path, *list, json);
-      throw;
-    }
-    const ImageInfo& i = image->info();
-    const auto* volume = dynamic_cast<const io::VolumeReader*>(image.get());
-    const auto* dicom = volume && volume->dicom() ? &*volume->dicom() : nullptr;
-    if (json) {
-      nlohmann::json j = to_json(i);
-      if (dicom) j["dicom"] = to_json(*dicom);
-      std::cout << j.dump(2) << '\n';
-      return;
-    }
-    std::printf("%s\n  kind      %s (%s)\n  size      ", i.path.c_str(), i.kind.c_str(), i.format.c_str());
-    for (size_t a = 0; a < i.extent.size(); ++a) std::printf("%s%lld", a ? " x " : "", (long long)i.extent[a]);
-    std::printf(i.kind == "raster" ? " (rows x columns)\n" : " (slices x rows x columns)\n");
-    std::printf("  channels  %d\n  type      %s\n", i.channels, i.data_type.c_str());
-    if (i.kind == "raster") {
-      std::printf("  geotransform  %s\n", i.geo.geotransform.empty() ? "(none)" : join(i.geo.geotransform).c_str());
-      std::printf("  crs       %s\n", i.geo.crs_wkt.empty() ? "(none)" : i.geo.crs_wkt.substr(0, 100).c_str());
-    } else {
-      std::printf("  spacing   %s mm\n  origin    %s mm (LPS)\n  direction %s\n", join(i.geo.spacing).c_str(),
-                  join(i.geo.origin).c_str(), join(i.geo.direction).c_str());
-    }
-    if (dicom) {
-      std::printf("  series    %s: %s\n", io::describe(dicom->series).c_str(), dicom->how.c_str());
-      if (dicom->window)
-        std::printf("  window    centre %s, width %s (stored)\n", fmt_double(dicom->window->center).c_str(),
-                    fmt_double(dicom->window->width).c_str());
-    }
-  });
+  static engine::ImageInfoOptions options;
+  add_field_flags(cmd, options);
+  // The path is the command's argument (`tessera info FILE`), with the help its field declares.
+  cmd->add_option("path", options.path, cmd->get_option("--path")->get_description());
+  cmd->callback([] { engine::print_image_info(options); });
 }
 
 }  // namespace tessera::cli

@@ -15,9 +15,14 @@ void ModelFlags::add_to(CLI::App* cmd) {
   overrides.add_to(cmd, flags);
 }
 
-UNetOptions ModelFlags::resolve() const {
+UNetOptions ModelFlags::with_overrides() const {
   UNetOptions o = model_preset(preset);
   overrides.apply(o);
+  return o;
+}
+
+UNetOptions ModelFlags::resolve() const {
+  UNetOptions o = with_overrides();
   o.validate();
   return o;
 }

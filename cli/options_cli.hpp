@@ -55,6 +55,8 @@ class FlagOverrides {
     if (it == text_.end()) return std::nullopt;
     return it->second;
   }
+  /// The text of every flag given, by key.
+  const std::map<std::string, std::string>& given_all() const { return text_; }
 
  private:
   template <class T>

@@ -1,6 +1,8 @@
 #include "tessera/engine/evaluation.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <iostream>
 #include <limits>
 
 #include "tessera/core/error.hpp"
@@ -54,13 +56,23 @@ Counted count_region(const ImageSource& pred, const ImageSource& truth, const Bo
 
 }  // namespace
 
+void EvalOptions::validate() const {
+  if (pred.empty()) throw Error("eval: --pred is required");
+  if (truth.empty()) throw Error("eval: --truth is required");
+  if (classes < 0 || classes > kMaxClasses) throw Error("--classes " + std::to_string(classes) + ": must be in [1, 255]");
+  if (!(holdout.fraction >= 0 && holdout.fraction < 1))
+    throw Error("--holdout-fraction " + std::to_string(holdout.fraction) + ": must be in [0, 1)");
+  if (!holdout.axis.empty() && holdout.axis != "x" && holdout.axis != "y" && holdout.axis != "z")
+    throw Error("--holdout-axis '" + holdout.axis + "': must be x, y or z");
+}
+
 Evaluation evaluate(const EvalOptions& o) {
+  o.validate();
   auto pred = io::open_image(o.pred);
   auto truth = io::open_image(o.truth);
   if (pred->info().extent != truth->info().extent)
     throw Error(o.pred + ": size " + to_string(pred->info().extent) + " differs from the truth " + o.truth + " " +
                 to_string(truth->info().extent));
-  if (o.classes < 0 || o.classes > kMaxClasses) throw Error("--classes " + std::to_string(o.classes) + ": must be in [1, 255]");
   const Index& extent = truth->info().extent;
   o.holdout.validate(static_cast<int>(extent.size()));
   Evaluation e;
@@ -112,6 +124,44 @@ nlohmann::json Evaluation::to_json() const {
   j["mean_iou"] = number(mean_iou);
   if (options.hd95) j["mean_hd95"] = number(mean_hd95);
   return j;
+}
+
+namespace {
+
+// A number for the table: "-" where undefined (NaN), "inf" where infinite.
+std::string cell(double v, int width) {
+  char buf[32];
+  if (std::isnan(v)) std::snprintf(buf, sizeof buf, "%*s", width, "-");
+  else std::snprintf(buf, sizeof buf, "%*.4f", width, v);
+  return buf;
+}
+
+}  // namespace
+
+void print_evaluation(const Evaluation& e) {
+  const bool hd95 = e.options.hd95;
+  std::printf("%-14s %8s %8s %9s %8s", "class", "Dice", "IoU", "precision", "recall");
+  if (hd95) std::printf(" %10s", "HD95");
+  std::printf(" %12s\n", "truth px");
+  for (const ClassEvaluation& k : e.classes) {
+    const ClassScores& s = k.scores;
+    std::printf("%-14s %s %s %s %s", k.name.c_str(), cell(s.dice, 8).c_str(), cell(s.iou, 8).c_str(),
+                cell(s.precision, 9).c_str(), cell(s.recall, 8).c_str());
+    if (hd95) std::printf(" %s", cell(k.hd95, 10).c_str());
+    std::printf(" %12lld\n", static_cast<long long>(s.truth_pixels));
+  }
+  std::printf("%-14s %8.4f\n", "mean Dice", e.mean_dice);
+  if (!hd95) return;
+  std::string step;
+  for (double v : e.spacing.step) step += (step.empty() ? "" : " x ") + std::to_string(v);
+  std::printf("HD95 in %s (pixel %s); '-' where a class is absent from both, inf where from one\n", e.spacing.unit.c_str(),
+              step.c_str());
+}
+
+void run_eval(const EvalOptions& options) {
+  const Evaluation e = evaluate(options);
+  if (options.json) std::cout << e.to_json().dump(2) << '\n';
+  else print_evaluation(e);
 }
 
 }  // namespace tessera::engine

@@ -3,7 +3,9 @@
 // against the truth over the whole image or the held-back area, streamed in slabs so any size
 // fits; optionally HD95 in physical units over the same area (which then has to fit in
 // memory, one byte per pixel twice). Labels are 0..254; 255, NaN and anything else out of
-// range is "no label". Torch-free.
+// range is "no label". EvalOptions is what `tessera eval` is asked, declared once: fields()
+// drives the command's flags (`holdout_fraction` → --holdout-fraction), their help and
+// validate(), whose messages name the flags. Torch-free.
 #include <string>
 #include <vector>
 
@@ -17,12 +19,33 @@
 namespace tessera::engine {
 
 struct EvalOptions {
-  std::string pred, truth;
+  std::string pred, truth;         ///< required: label rasters or volumes of the same size
   int classes = 0;                 ///< 0: the largest label seen + 1
   Holdout holdout;                 ///< fraction 0: the whole image
   bool hd95 = false;
   std::vector<std::string> names;  ///< class names, in order (others by number)
+  bool json = false;               ///< run_eval prints JSON instead of the table
+
+  /// The checks that need no file, each error naming the flag. Throws tessera::Error.
+  void validate() const;
 };
+
+template <class V>
+void fields(EvalOptions& o, V& v) {
+  v.field("pred", o.pred, "Predicted labels (raster or volume)");
+  v.field("truth", o.truth, "True labels, same size");
+  v.field("classes", o.classes, "Number of classes (0, the default: largest label seen + 1)");
+  v.field("names", o.names, "Class names, in order");
+  v.field("holdout_fraction", o.holdout.fraction,
+          "Evaluate only the last fraction of one axis (the area `train` held back)");
+  v.field("holdout_axis", o.holdout.axis, "x, y or z (default x for rasters, z for volumes)");
+  v.field("hd95", o.hd95,
+          "Also the 95th-percentile symmetric surface Hausdorff distance per class (MONAI's convention), in physical "
+          "units: GeoTIFF pixel size in CRS units, volume spacing in mm. Computed over the evaluated area only (the "
+          "held-back part with --holdout-fraction), which is then held in memory: 2 bytes per pixel plus distance maps "
+          "of each class's bounding box");
+  v.field("json", o.json, "Print JSON");
+}
 
 struct ClassEvaluation {
   int label = 0;
@@ -46,5 +69,11 @@ struct Evaluation {
 
 /// Throws tessera::Error naming the file or the option.
 Evaluation evaluate(const EvalOptions& options);
+
+/// The per-class table `tessera eval` prints ('-' where undefined, inf where infinite).
+void print_evaluation(const Evaluation& e);
+
+/// The command: evaluate(), printed as the table or, with `json`, as to_json().
+void run_eval(const EvalOptions& options);
 
 }  // namespace tessera::engine

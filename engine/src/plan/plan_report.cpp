@@ -1,0 +1,135 @@
+// What `tessera plan` prints: the layout as text or JSON, the simulation beside it.
+#include <cstdio>
+
+#include "tessera/engine/plan_job.hpp"
+
+namespace tessera::engine {
+namespace {
+
+constexpr double kGiB = double(int64_t{1} << 30);
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
+  return s;
+}
+
+// Extents in W × H (× D) order, as the user gave --image.
+std::string axes(const Index& v) {
+  std::string s;
+  for (auto it = v.rbegin(); it != v.rend(); ++it) s += (s.empty() ? "" : " × ") + std::to_string(*it);
+  return s;
+}
+
+nlohmann::json tile_json(const parallel::Layout& L) {
+  return {{"inset", L.tile_inset},
+          {"alignment", L.alignment},
+          {"input_side", L.tile_input_side},
+          {"output_side", L.tile_output_side},
+          {"tiles_per_axis", Index(L.tiles_per_axis.rbegin(), L.tiles_per_axis.rend())},
+          {"tiles", L.tiles},
+          {"halo_overhead", L.halo_overhead}};
+}
+
+nlohmann::json pipeline_json(const parallel::Layout& L) {
+  return {{"stages", L.stages},
+          {"balance", L.balance},
+          {"strategy", "memory"},
+          {"stage_first_layer", L.stage_first_layer},
+          {"micro_batches", L.micro_batches},
+          {"schedule", to_string(L.schedule)},
+          {"activation_checkpoint", to_string(L.checkpoint)},
+          {"bubble_fraction", L.bubble_fraction}};
+}
+
+nlohmann::json memory_json(const PlanResult& r) {
+  const parallel::Layout& L = r.layout;
+  std::vector<double> stage_gib;
+  for (auto b : L.stage_memory_bytes) stage_gib.push_back(double(b) / kGiB);
+  return {{"stage_bytes", L.stage_memory_bytes},
+          {"stage_gib", stage_gib},
+          {"peak_bytes", L.peak_memory_bytes},
+          {"peak_gib", double(L.peak_memory_bytes) / kGiB},
+          {"source", r.memory_source}};
+}
+
+nlohmann::json time_json(const PlanResult& r) {
+  const parallel::Layout& L = r.layout;
+  return {{"stage_seconds", L.stage_seconds},
+          {"step_seconds", L.step_seconds},
+          {"steps_per_pass", L.steps},
+          {"pass_seconds", L.pass_seconds},
+          {"device_flops", L.device_flops},
+          {"source", r.time_source}};
+}
+
+void print_simulation(const nlohmann::json& sim, const std::string& file) {
+  const auto& b = sim["breakdown"];
+  std::printf("simulated on %s (%s): step %.3g s, pass %.3g s = compute %.3g + bubble %.3g + halo %.3g + allreduce "
+              "%.3g + io %.3g%s\n",
+              sim["cluster"].get<std::string>().c_str(), file.c_str(), sim["step_seconds"].get<double>(),
+              sim["pass_seconds"].get<double>(), b["compute"].get<double>(), b["bubble"].get<double>(),
+              b["halo"].get<double>(), b["allreduce"].get<double>(), b["io"].get<double>(),
+              sim["activation_checkpoint_modelled"].get<bool>() ? "" : " (activation checkpointing not simulated)");
+}
+
+void print_layout(const PlanJobOptions& o, const PlanResult& r) {
+  const parallel::PlanOptions& po = r.options;
+  const parallel::Layout& L = r.layout;
+  std::printf("plan for %s on %s, %d devices × %.3g GiB, %s\n", o.model_preset.c_str(), axes(po.image).c_str(),
+              po.devices, o.device_memory, po.training ? "training" : "inference");
+  std::printf("  tile inset T            %lld (multiple of %lld), input %lld, output %lld\n", (long long)L.tile_inset,
+              (long long)L.alignment, (long long)L.tile_input_side, (long long)L.tile_output_side);
+  std::printf("  tiling                  %s = %lld tiles, halo overhead E %.2f\n", axes(L.tiles_per_axis).c_str(),
+              (long long)L.tiles, L.halo_overhead);
+  std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
+  std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
+              to_string(L.schedule).c_str(), L.bubble_fraction, to_string(L.checkpoint).c_str());
+  if (L.spatial > 1)
+    std::printf("  spatial parallel sp     %d (%s blocks), halo %.3g MiB per step, %.3g s\n", L.spatial,
+                axes(Index(L.spatial_mesh.begin(), L.spatial_mesh.end())).c_str(),
+                double(L.halo_bytes_per_step) / double(1 << 20), L.halo_seconds);
+  std::printf("  data parallel dp        %d  (devices used %d of %d)\n", L.data_parallel, L.devices_used, po.devices);
+  std::printf("  peak memory per device  %.2f GiB (%s)\n", double(L.peak_memory_bytes) / kGiB, r.memory_source.c_str());
+  std::printf("  step / pass             %.3g s / %.3g s (%lld steps, %.3g GFLOP/s per device: %s)\n", L.step_seconds,
+              L.pass_seconds, (long long)L.steps, L.device_flops / 1e9, r.time_source.c_str());
+  std::printf("  stage  first layer        layers  memory GiB  seconds\n");
+  for (int s = 0; s < L.stages; ++s)
+    std::printf("  %5d  %-18s %6d  %10.3f  %7.3g\n", s, L.stage_first_layer[s].c_str(), L.balance[s],
+                double(L.stage_memory_bytes[s]) / kGiB, L.stage_seconds[s]);
+}
+
+}  // namespace
+
+nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
+  const parallel::PlanOptions& po = r.options;
+  const parallel::Layout& L = r.layout;
+  nlohmann::json j{{"model", o.model_preset},
+                   {"image", Index(po.image.rbegin(), po.image.rend())},
+                   {"training", po.training},
+                   {"devices", po.devices},
+                   {"device_memory_bytes", po.device_memory_bytes},
+                   {"tile", tile_json(L)},
+                   {"pipeline", pipeline_json(L)},
+                   {"spatial",
+                    {{"ranks", L.spatial},
+                     {"mesh", Index(L.spatial_mesh.rbegin(), L.spatial_mesh.rend())},
+                     {"halo_bytes_per_step", L.halo_bytes_per_step},
+                     {"halo_seconds", L.halo_seconds}}},
+                   {"data_parallel", L.data_parallel},
+                   {"devices_used", L.devices_used},
+                   {"memory", memory_json(r)},
+                   {"time", time_json(r)},
+                   {"reasons", L.reasons}};
+  if (!r.simulation.is_null()) j["simulation"] = r.simulation;
+  return j;
+}
+
+void print_plan(const PlanJobOptions& o, const PlanResult& r) {
+  print_layout(o, r);
+  if (!r.simulation.is_null()) print_simulation(r.simulation, o.simulate);
+  std::printf("why:\n");
+  for (const auto& reason : r.layout.reasons) std::printf("  - %s\n", reason.c_str());
+}
+
+}  // namespace tessera::engine

@@ -1,0 +1,145 @@
+// The options of plan, simulate, export, import, model-info, info and eval (issue 26): the
+// defaults, with only what a command requires given, pass validate(), a bad value is refused
+// naming its flag, and each flag sets the field its key names and no other
+// (tests/lib/flag_fields.hpp).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "flag_fields.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/engine/evaluation.hpp"
+#include "tessera/engine/export_options.hpp"
+#include "tessera/engine/image_info_options.hpp"
+#include "tessera/engine/model_info_options.hpp"
+#include "tessera/engine/plan_options.hpp"
+#include "tessera/engine/simulate_options.hpp"
+
+namespace tessera {
+namespace {
+
+// validate()'s message, or "" when it accepts.
+template <class O>
+std::string refusal(const O& o) {
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+#define EXPECT_REFUSED_NAMING(options, flag) EXPECT_NE(refusal(options).find(flag), std::string::npos) << refusal(options)
+
+TEST(PlanJobOptions, DefaultsAreValid) {
+  engine::PlanJobOptions o;
+  EXPECT_REFUSED_NAMING(o, "--image");  // required unless --calibrate
+  o.image = "512x512";
+  EXPECT_EQ(refusal(o), "");
+  engine::PlanJobOptions calibrate;
+  calibrate.calibrate = true;
+  EXPECT_EQ(refusal(calibrate), "");
+  o.schedule = "zigzag";
+  EXPECT_REFUSED_NAMING(o, "--schedule");
+  o.schedule = "gpipe";
+  o.activation_checkpoint = "sometimes";
+  EXPECT_REFUSED_NAMING(o, "--activation-checkpoint");
+}
+
+TEST(PlanJobOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::PlanJobOptions>(), "");
+}
+
+TEST(SimulateOptions, DefaultsAreValid) {
+  engine::SimulateOptions o;
+  EXPECT_REFUSED_NAMING(o, "--cluster");  // required
+  o.cluster = "clusters/summit.yaml";
+  EXPECT_EQ(refusal(o), "");
+  o.balance = "even";
+  EXPECT_REFUSED_NAMING(o, "--balance");
+  o.balance = "time";
+  o.micro_batches = 0;
+  EXPECT_REFUSED_NAMING(o, "--micro-batches");
+}
+
+TEST(SimulateOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::SimulateOptions>(), "");
+}
+
+TEST(ExportOptions, DefaultsAreValid) {
+  engine::ExportOptions o;
+  EXPECT_REFUSED_NAMING(o, "--checkpoint");  // required
+  o.checkpoint = "run/checkpoints/last.pt";
+  o.out = "model.pt";
+  EXPECT_EQ(refusal(o), "");
+  o.example_input = "in.pt";
+  EXPECT_REFUSED_NAMING(o, "--example-output");
+  o.example_output = "out.pt";
+  o.example_batch = 0;
+  EXPECT_REFUSED_NAMING(o, "--example-batch");
+}
+
+TEST(ExportOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::ExportOptions>(), "");
+}
+
+TEST(ImportOptions, DefaultsAreValid) {
+  engine::ImportOptions o;
+  EXPECT_REFUSED_NAMING(o, "--weights");  // required
+  o.weights = "model.pt";
+  o.out = "model.ckpt";
+  EXPECT_EQ(refusal(o), "");
+}
+
+TEST(ImportOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::ImportOptions>(), "");
+}
+
+TEST(ModelInfoOptions, DefaultsAreValid) {
+  engine::ModelInfoOptions o;
+  EXPECT_EQ(refusal(o), "");
+  o.config = "run.yaml";
+  o.checkpoint = "last.pt";
+  EXPECT_REFUSED_NAMING(o, "--checkpoint");
+  o.checkpoint.clear();
+  o.model_overrides["base_filters"] = "8";
+  EXPECT_REFUSED_NAMING(o, "--base-filters");
+}
+
+TEST(ModelInfoOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::ModelInfoOptions>(), "");
+}
+
+TEST(ImageInfoOptions, DefaultsAreValid) {
+  engine::ImageInfoOptions o;
+  EXPECT_REFUSED_NAMING(o, "--path");  // required
+  o.path = "scene.tif";
+  EXPECT_EQ(refusal(o), "");
+}
+
+TEST(ImageInfoOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::ImageInfoOptions>(), "");
+}
+
+TEST(EvalOptions, DefaultsAreValid) {
+  engine::EvalOptions o;
+  EXPECT_REFUSED_NAMING(o, "--pred");  // required
+  o.pred = "labels.tif";
+  o.truth = "truth.tif";
+  EXPECT_EQ(refusal(o), "");
+  o.holdout.fraction = 1;
+  EXPECT_REFUSED_NAMING(o, "--holdout-fraction");
+  o.holdout.fraction = 0.25;
+  o.holdout.axis = "w";
+  EXPECT_REFUSED_NAMING(o, "--holdout-axis");
+  o.holdout.axis = "y";
+  o.classes = 256;
+  EXPECT_REFUSED_NAMING(o, "--classes");
+}
+
+TEST(EvalOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::EvalOptions>(), "");
+}
+
+}  // namespace
+}  // namespace tessera
