@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "error_of.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/memory_model.hpp"
@@ -28,18 +29,10 @@
 namespace tessera {
 namespace {
 
-// The message of the tessera::Error `f` throws, or "(no error)".
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
-#define EXPECT_REFUSED_NAMING(call, field) EXPECT_NE(error_of([&] { call; }).find(field), std::string::npos) << error_of([&] { call; })
+#define EXPECT_REFUSED_NAMING(call, field) \
+  EXPECT_NE(error_of([&] { call; }).find(field), std::string::npos) << error_of([&] { call; })
 
 TEST(ConvBlockOptions, DefaultsAreValid) {
   EXPECT_NO_THROW(ConvBlockOptions(2, 3, 8).validate());
