@@ -46,9 +46,12 @@ void BenchDsnOptions::validate() const {
 namespace {
 
 std::vector<std::string> worker_args(const BenchDsnOptions& f, int domains) {
-  return {"bench", "dsn", "--worker-domains", std::to_string(domains), "--model", f.model,
-          "--side", std::to_string(f.side), "--batch", std::to_string(f.batch), "--steps", std::to_string(f.steps),
-          "--threads", std::to_string(f.threads), "--similarity", f.similarity};
+  std::vector<std::string> args{"bench", "dsn", "--worker-domains", std::to_string(domains), "--model", f.model,
+                                "--side", std::to_string(f.side), "--batch", std::to_string(f.batch), "--steps",
+                                std::to_string(f.steps), "--threads", std::to_string(f.threads), "--similarity",
+                                f.similarity};
+  if (!f.channels_last) args.push_back("--no-channels-last");
+  return args;
 }
 
 // Runs the worker for `domains` domains on `ranks` ranks (mpirun unless 1) and returns its
@@ -65,23 +68,24 @@ std::string range_text(int64_t lo, int64_t hi, bool as_mib) {
 
 std::string reproduce_command(const BenchDsnOptions& f) {
   return fmt::format("tessera bench dsn --model {} --side {} --batch {} --steps {} --threads {} --targets {} "
-                     "--similarity {}{}",
+                     "--similarity {}{}{}",
                      f.model, f.side, f.batch, f.steps, f.threads, join(f.targets), f.similarity,
-                     f.mpirun == "mpirun" ? "" : " --mpirun " + f.mpirun);
+                     f.channels_last ? "" : " --no-channels-last", f.mpirun == "mpirun" ? "" : " --mpirun " + f.mpirun);
 }
 
 void run_driver(const BenchDsnOptions& f) {
   const UNetOptions o = dsn_bench_model(f.model);
-  std::printf("DSN memory per rank (%s %s/%s, tile %lld, batch %d per domain, %d steps, %s similarity, %d thread(s) "
-              "per rank)\n",
+  std::printf("DSN memory per rank (%s %s/%s, tile %lld, batch %d per domain, %d steps, %s similarity, %s, %d "
+              "thread(s) per rank)\n",
               f.model.c_str(), to_string(o.padding).c_str(), to_string(o.norm).c_str(), (long long)f.side, f.batch,
-              f.steps, f.similarity.c_str(), f.threads);
+              f.steps, f.similarity.c_str(), f.channels_last ? "channels-last" : "contiguous", f.threads);
   // fmt pads by code points: the en dashes line up.
   fmt::print("{:<8} {:>5}  {:>27}  {:>11}  {:>18}  {:>17}  {:>11}\n", "domains", "ranks", "per-rank peak MiB (min–max)",
              "params/rank", "single process MiB", "ratio single/rank", "s/step dp|1");
   std::fflush(stdout);
   nlohmann::json report{{"model", f.model}, {"options", o},       {"side", f.side},
-                        {"batch", f.batch}, {"steps", f.steps},   {"similarity", f.similarity}};
+                        {"batch", f.batch}, {"steps", f.steps},   {"similarity", f.similarity},
+                        {"channels_last", f.channels_last}};
   int64_t lowest_row = 0, highest_row = 0, lowest_rank = 0, highest_rank = 0;
   for (int n : f.targets) {
     const int domains = 1 + n;

@@ -17,6 +17,7 @@ struct BenchDsnOptions {
   std::vector<int> targets{1, 3, 7};  ///< target-domain counts N: a row of 1 + N ranks each
   std::string similarity = "dann";
   int threads = 1;  ///< per rank
+  bool channels_last = true;  ///< train.channels_last of every run (--no-channels-last: contiguous)
   std::string mpirun = "mpirun";
   bool json = false;       ///< also the report as one JSON line
   int worker_domains = 0;  ///< internal: > 0 in a launched worker, the domains it trains
@@ -34,6 +35,8 @@ void fields(BenchDsnOptions& o, V& v) {
   v.field("targets", o.targets, "Target-domain counts N (1 + N ranks each)");
   v.field("similarity", o.similarity, "dann or mmd");
   v.field("threads", o.threads, "LibTorch threads per rank");
+  v.field("channels_last", o.channels_last,
+          "Channels-last weights and activations, as train.channels_last (--no-channels-last: contiguous)");
   v.field("mpirun", o.mpirun, "MPI launcher");
   v.field("json", o.json, "Also print the report as one JSON line");
   v.field("worker_domains", o.worker_domains, "Internal: the domains of a launched worker");

@@ -102,6 +102,7 @@ TrainOptions bench_training(const BenchDsnOptions& f, const std::string& run_dir
   t.steps = f.steps;
   t.seed = 1;
   t.progress = false;
+  t.channels_last = f.channels_last;
   t.checkpoint_every = std::numeric_limits<int32_t>::max();  // only the one at the last step
   t.run_dir = run_dir;
   return t;
