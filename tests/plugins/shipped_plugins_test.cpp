@@ -87,6 +87,36 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// DefaultsAreValid for the plugin API's ModelOptions and for each shipped plugin's own options
+// struct (SeUNetOptions, TestNetOptions live inside their plugins): every model builds from an
+// empty ModelOptions, i.e. from its own defaults, and a bad value is refused naming its field.
+TEST(ModelOptions, DefaultsAreValid) {
+  EXPECT_NO_THROW(ModelOptions{}.validate());
+  const auto msg = [](const ModelOptions& o) {
+    try {
+      o.validate();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(msg(ModelOptions{}.with_classes(0)).find("classes must be positive"), std::string::npos);
+  EXPECT_NE(msg(ModelOptions{}.with_filters(-1)).find("filters must be positive"), std::string::npos);
+}
+
+TEST(ShippedPluginOptions, DefaultsAreValid) {
+  for (const char* model : {"se-unet", "test-cnn1d", "test-cnn2d", "test-cnn3d", "test-fcn2d"}) {
+    EXPECT_NO_THROW(shipped().create(model, ModelOptions{})) << model;
+    bool refused = false;
+    try {
+      shipped().create(model, ModelOptions{}.with("norm", "sparkly"));
+    } catch (const std::exception& e) {
+      refused = std::string(e.what()).find("norm") != std::string::npos;
+    }
+    EXPECT_TRUE(refused) << model << ": a bad norm must be refused naming the key";
+  }
+}
+
 // One level, one convolution: logits = head(SE(h)) with h the block's features. With the
 // second SE layer's weights zero the excitation is sigmoid(b) for its bias b, whatever the
 // input, so the network must equal one without SE (bias +40: sigmoid = 1 in float) whose
