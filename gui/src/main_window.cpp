@@ -216,13 +216,16 @@ void MainWindow::refreshNames() {
   for (size_t i = 0; i < run_class_names_.size() && i < 256; ++i)
     if (names_[i].empty()) names_[i] = run_class_names_[i];
   OverlayStyle style = legend_->style();
-  if (table_) {
+  const auto apply = [&](const LabelTable& table) {
     for (size_t i = 0; i < 256; ++i) {
-      if (!table_->names[i].empty()) names_[i] = table_->names[i];
-      if (table_->colors[i]) style.colors[i] = *table_->colors[i];
+      if (!table.names[i].empty()) names_[i] = table.names[i];
+      if (table.colors[i]) style.colors[i] = *table.colors[i];
     }
     legend_->setStyle(style);
-  }
+  };
+  // The label file's own table (a DICOM SEG's segments), then a table the user loaded.
+  if (showingVolume() && volume_->volume() && volume_->volume()->label_table) apply(*volume_->volume()->label_table);
+  if (table_) apply(*table_);
   volume_->setLabelNames(names_);
   if (showingVolume() && volume_->volume())
     legend_->setLabels(names_, volume_->volume()->counts);
