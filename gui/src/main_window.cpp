@@ -174,7 +174,8 @@ void MainWindow::connectVolume() {
     showMessage(tr("%1: %2 × %3 × %4 voxels, spacing %5 × %6 × %7 mm")
                     .arg(QString::fromStdString(v->path)).arg(v->nx).arg(v->ny).arg(v->nz)
                     .arg(v->spacing[0]).arg(v->spacing[1]).arg(v->spacing[2]) +
-                (v->source_note.isEmpty() ? QString() : QStringLiteral("; ") + v->source_note));
+                (v->source_note.isEmpty() ? QString() : QStringLiteral("; ") + v->source_note) +
+                (run_dir_.isEmpty() ? QString() : QStringLiteral(" — ") + run_status_));
     emit ready();
   });
   connect(volume_, &VolumeViewer::failed, this, [this](const QString& m) {
@@ -363,6 +364,14 @@ void MainWindow::applyRun(const std::shared_ptr<RunReload>& r) {
   const QString image = QString::fromStdString(out.image);
   if (!r->error.isEmpty() || image.isEmpty()) {
     showMessage(r->error.isEmpty() ? run_status_ : r->error);
+    // Not a blank "Open an image": what is missing, where the image should have been.
+    if (!raster_->hasImage() && !showingVolume())
+      raster_->setPlaceholder(QString::fromStdString(out.problem.empty() ? "This run names no image" : out.problem));
+    return;
+  }
+  if (io::is_volume_path(out.image)) {  // a training run on volumes: the three views
+    if (image_path_ != image) openImage(image);
+    showMessage(run_status_);
     return;
   }
   const bool same_image = image_path_ == image && raster_->hasImage();

@@ -35,7 +35,10 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
     for (int step = 1; step <= 4; ++step) {
       monitor.set_step(step);
       monitor.set_tiles_done(step * 2);
-      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      // Busy for 60 ms: this process's own CPU use shows in process_cpu_pct.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(60);
+      volatile double sink = 0;
+      while (std::chrono::steady_clock::now() < until) sink = sink + 1.0;
     }
     const DeviceSummary s = monitor.summary();
     EXPECT_GE(s.samples, 3);
@@ -52,6 +55,7 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
       std::string line;
       int lines = 0;
       int64_t last_step = 0;
+      double busiest = 0;
       while (std::getline(in, line)) {
         const auto j = nlohmann::json::parse(line);
         for (const char* key : {"time", "rank", "host", "device", "mem_used_bytes", "mem_total_bytes", "util_pct",
@@ -71,10 +75,14 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
         EXPECT_EQ(sample.step, last_step);
         EXPECT_GT(sample.process_rss_bytes, 1 << 20);
         EXPECT_LE(sample.process_rss_bytes, sample.mem_total_bytes);
+        // Every sample after the first has this process's CPU use; the busy loop shows.
+        EXPECT_EQ(sample.process_cpu_pct.has_value(), lines > 0) << line;
+        busiest = std::max(busiest, sample.process_cpu_pct.value_or(0.0));
         ++lines;
       }
       EXPECT_GE(lines, 3) << file;
       EXPECT_EQ(last_step, 4);
+      EXPECT_GT(busiest, 10.0) << file << ": the busy loop's CPU time is not in process_cpu_pct";
     }
     fs::remove_all(run);
   }
