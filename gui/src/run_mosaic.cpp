@@ -50,7 +50,9 @@ void read_config(const RunLayout& run, RunOutputs& out) {
         break;
       }
     }
-    if (out.image.empty() && missing.empty()) missing = named.string();
+    // Other keys spelt `image` hold words (data.resample.image: linear): a path has a / or a dot.
+    if (out.image.empty() && missing.empty() && named.string().find_first_of("/.") != std::string::npos)
+      missing = named.string();
   }
   if (out.image.empty() && !missing.empty())
     out.problem = run.config() + " names the image " + missing + ", which does not exist" +
