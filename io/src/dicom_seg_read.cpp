@@ -3,7 +3,9 @@
 // does not matter. See tessera/io/dicom_seg.hpp.
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <memory>
+#include <string_view>
 
 #include "dcmtk/config/osconfig.h"  // first, as DCMTK asks
 #include "dcmtk/dcmdata/dcdeftag.h"
@@ -174,6 +176,11 @@ void place_frame(DcmSegmentation& seg, size_t f, int number, const FrameFormat& 
 }  // namespace
 
 bool is_dicom_seg(const std::string& path) {
+  // A SEG is a DICOM Part 10 file: "DICM" after the 128-byte preamble. Anything else (a NIfTI,
+  // a folder) is answered without DCMTK parsing its bytes as a dataset.
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in.seekg(128) || !in.read(magic, 4) || std::string_view(magic, 4) != "DICM") return false;
   detail::quiet_dcmtk();
   DcmFileFormat file;
   // Values over 4 KiB (the pixel data) are left unread.

@@ -17,6 +17,8 @@
 //     is Tessera's (it made the SEG); Referenced Series Sequence lists every source instance.
 // The labels are kept in memory (one byte per voxel); commit() writes the file staged
 // (tessera/run/staged_file.hpp). DCMTK types stay in io/src. Not thread safe.
+// Reading (any writer's SEG, e.g. for the viewer): read_dicom_seg places each frame on a
+// volume's voxel grid by its own Plane Position (io/src/dicom_seg_read.cpp).
 #include <array>
 #include <cstdint>
 #include <memory>
