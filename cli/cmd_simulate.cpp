@@ -14,7 +14,7 @@ void register_simulate(CLI::App& app) {
       "512 and 1024.\n"
       "Examples:\n"
       "  tessera simulate --cluster clusters/summit.yaml --model s0-small --image 10000x10000 --tiles 6400 --nodes 200 "
-      "--dp 1200 --tile 1434\n"
+      "--dp 1200 --input-side 1434\n"
       "  tessera simulate --cluster clusters/summit.yaml --model s0-small --seed-tables");
   static engine::SimulateOptions options;
   static ModelFlags model;

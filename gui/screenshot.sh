@@ -3,9 +3,10 @@
 #   gui/screenshot.sh [BUILD_DIR] [OUT_DIR] [DATA_DIR] [RUN_DIR]
 # BUILD_DIR defaults to ./build, OUT_DIR to gui/screenshots, DATA_DIR to
 # sample_data/generated (make it with tessera-make-sample). Without RUN_DIR the devices
-# shot uses a small synthetic telemetry directory (4 ranks, rank 3 stale) written here.
+# shot is of a real finished 2-rank run (`mpirun -np 2 tessera infer --run-dir`) made here.
 # Writes viewer-scene.png (scene + label overlay), viewer-scene-outline.png, viewer-ct.png
-# (three linked views) and viewer-devices.png (devices panel with a run).
+# (three linked views, the label volume's names in the legend) and viewer-devices.png (the
+# devices panel of that run: both ranks done, each with its own process memory and tiles).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -19,23 +20,15 @@ mkdir -p "$out"
 export QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen}
 
 if [[ -z $run ]]; then
+  # A real finished run: `mpirun -np 2 tessera infer --run-dir` on the sample scene (a random
+  # unet-tiny: the devices panel, not the labels, is the point of this shot).
   run=$(mktemp -d)
   trap 'rm -rf "$run"' EXIT
-  mkdir -p "$run/telemetry"
-  python3 - "$run/telemetry" <<'PY'
-import json, math, sys, time
-now = time.time()
-for rank in range(4):
-    with open(f"{sys.argv[1]}/rank-{rank}.jsonl", "w") as f:
-        end = now - (120 if rank == 3 else 0)   # rank 3 stopped reporting two minutes ago
-        for i in range(60):
-            t = end - (59 - i) * 1.5
-            util = 60 + 30 * math.sin(i / 6 + rank) if rank != 3 else 20
-            f.write(json.dumps({"time": t, "rank": rank, "host": f"node{rank // 2}", "device": f"cuda:{rank % 2}",
-                                "mem_used_bytes": int((9 + rank + 2 * math.sin(i / 9)) * 2**30),
-                                "mem_total_bytes": 16 * 2**30, "util_pct": round(util, 1),
-                                "phase": "infer", "step": 200 + i, "tiles_done": 40 * i + rank}) + "\n")
-PY
+  tessera=$build/cli/tessera
+  [[ -x $tessera ]] || { echo "screenshot.sh: $tessera not built (needed for the 2-rank run)" >&2; exit 1; }
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$tessera" infer --model unet-tiny --init random --seed 3 \
+    --classes 4 --input "$data/scene.tif" --output "$run/labels.tif" --tile 128 --run-dir "$run" --no-progress \
+    > "$run/infer.log" 2>&1 || { cat "$run/infer.log" >&2; exit 1; }
 fi
 
 "$view" "$data/scene.tif" --labels "$data/scene_labels.tif" --screenshot "$out/viewer-scene.png"

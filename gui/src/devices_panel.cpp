@@ -19,6 +19,28 @@ enum Column { kRank, kDevice, kMemory, kUtil, kSensors, kPhase, kStep, kTiles, k
 
 QString gib(double bytes) { return QString::number(bytes / double(1ll << 30), 'f', 2); }
 
+// What a rank's row shows as its memory and load: on a GPU the device's (its memory is the
+// rank's alone to run out of), on a CPU the rank's own process (RSS of the host's memory, CPU
+// time in % of a core), since every rank of a host shares the host's figures. Samples of an
+// older writer without the process fields fall back to the host's, said with "(host)".
+struct RankLoad {
+  double used = 0, total = 0;  // bytes
+  double util = 0;             // %
+  bool host_memory = false, host_util = false;
+};
+
+RankLoad rank_load(const TelemetrySample& s, bool is_local) {
+  RankLoad l{double(s.mem_used_bytes), double(s.mem_total_bytes), s.util_pct};
+  if (is_local || s.device.rfind("cuda", 0) == 0) return l;
+  if (s.process_rss_bytes > 0) l.used = double(s.process_rss_bytes);
+  else l.host_memory = true;
+  if (s.process_cpu_pct) l.util = *s.process_cpu_pct;
+  else l.host_util = true;
+  return l;
+}
+
+const QColor kStaleColor(183, 28, 28), kDoneColor(46, 125, 50);
+
 // Utilisation (blue) and memory fraction (orange) over the kept history.
 class Sparkline : public QWidget {
  public:
@@ -61,6 +83,11 @@ DevicesPanel::DevicesPanel(QWidget* parent) : QWidget(parent) {
   table_->setHorizontalHeaderLabels(
       {tr("Rank"), tr("Host / device"), tr("Memory GiB"), tr("Util %"), tr("Temp / power"), tr("Phase"), tr("Step"), tr("Tiles"),
        tr("History"), tr("Status")});
+  table_->horizontalHeaderItem(kMemory)->setToolTip(
+      tr("GPU ranks: the device's memory in use / its total. CPU ranks: the rank's own process (resident set) / the host's memory"));
+  table_->horizontalHeaderItem(kUtil)->setToolTip(
+      tr("GPU ranks: the device's utilisation. CPU ranks: the rank's own CPU time, % of one core"));
+  table_->horizontalHeaderItem(kStep)->setToolTip(tr("Training: the last step started. Inference: the tiles this rank finished"));
   table_->verticalHeader()->hide();
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -127,6 +154,11 @@ bool DevicesPanel::isStale(int rank) const {
   return r >= 0 && table_->item(r, kStatus)->data(Qt::UserRole).toBool();
 }
 
+bool DevicesPanel::isDone(int rank) const {
+  const int r = rowOfRank(rank);
+  return r >= 0 && table_->item(r, kStatus)->data(Qt::UserRole + 1).toBool();
+}
+
 void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector<TelemetrySample>& local) {
   const double now = telemetry_time_now();
   table_->setRowCount(0);
@@ -137,8 +169,10 @@ void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector
     rank_item->setData(Qt::UserRole, rank);
     table_->setItem(row, kRank, rank_item);
     table_->setItem(row, kDevice, new QTableWidgetItem(QString::fromStdString(s.host + " / " + s.device)));
-    table_->setItem(row, kMemory, new QTableWidgetItem(QStringLiteral("%1 / %2").arg(gib(double(s.mem_used_bytes)), gib(double(s.mem_total_bytes)))));
-    table_->setItem(row, kUtil, new QTableWidgetItem(QString::number(s.util_pct, 'f', 0)));
+    const RankLoad load = rank_load(s, is_host);
+    table_->setItem(row, kMemory, new QTableWidgetItem(QStringLiteral("%1 / %2%3").arg(gib(load.used), gib(load.total),
+                                                                                         load.host_memory ? tr(" (host)") : QString())));
+    table_->setItem(row, kUtil, new QTableWidgetItem(QString::number(load.util, 'f', 0) + (load.host_util ? tr(" (host)") : QString())));
     QStringList extra;
     if (s.temperature_c) extra << QStringLiteral("%1 °C").arg(*s.temperature_c, 0, 'f', 0);
     if (s.power_w) extra << QStringLiteral("%1 W").arg(*s.power_w, 0, 'f', 0);
@@ -147,20 +181,29 @@ void DevicesPanel::showSnapshot(const TelemetrySnapshot& snap, const std::vector
     if (s.stage.stage >= 0)  // a pipeline rank: which stage, and its last step
       phase += tr(" · stage %1 (%2 s/step)").arg(s.stage.stage).arg(s.stage.step_seconds, 0, 'f', 2);
     table_->setItem(row, kPhase, new QTableWidgetItem(phase));
-    table_->setItem(row, kStep, new QTableWidgetItem(is_host ? QString() : QString::number(s.step)));
+    // Inference has no steps: its progress is the tiles this rank finished.
+    const bool tiles = s.phase == "infer" || s.phase == "assemble" || (s.step == 0 && s.tiles_done > 0);
+    table_->setItem(row, kStep, new QTableWidgetItem(is_host ? QString()
+                                                     : tiles ? tr("%1 tiles").arg(s.tiles_done)
+                                                             : QString::number(s.step)));
     table_->setItem(row, kTiles, new QTableWidgetItem(is_host ? QString() : QString::number(s.tiles_done)));
     std::vector<double> util, mem;
     for (const auto& h : history) {
-      util.push_back(h.util_pct / 100.0);
-      mem.push_back(h.mem_total_bytes > 0 ? double(h.mem_used_bytes) / double(h.mem_total_bytes) : 0.0);
+      const RankLoad l = rank_load(h, is_host);
+      util.push_back(l.util / 100.0);
+      mem.push_back(l.total > 0 ? l.used / l.total : 0.0);
     }
     table_->setCellWidget(row, kHistory, new Sparkline(util, mem, table_));
+    // A rank whose last sample says it finished is done, however long ago; one that stopped
+    // reporting without saying so is stale.
     const double age = now - s.time;
-    const bool stale = !is_host && age > stale_seconds_;
-    auto* status = new QTableWidgetItem(stale ? tr("STALE (%1 s)").arg(qRound64(age)) : tr("ok"));
+    const bool done = !is_host && s.phase == "done";
+    const bool stale = !is_host && !done && age > stale_seconds_;
+    auto* status = new QTableWidgetItem(done ? tr("done") : stale ? tr("STALE (%1 s)").arg(qRound64(age)) : tr("ok"));
     status->setData(Qt::UserRole, stale);
-    if (stale) {
-      status->setBackground(QColor(183, 28, 28));
+    status->setData(Qt::UserRole + 1, done);
+    if (stale || done) {
+      status->setBackground(stale ? kStaleColor : kDoneColor);
       status->setForeground(Qt::white);
     }
     table_->setItem(row, kStatus, status);

@@ -1,7 +1,10 @@
 #pragma once
 // The devices panel: one row per rank of a run (RUN/telemetry/rank-*.jsonl) plus this
-// machine's GPUs (NVML, loaded at run time) or its host CPU/RAM when it has none: memory used/total, utilisation, phase, step, tiles done, a history
-// sparkline and a stale marker when a rank's last sample is older than staleSeconds().
+// machine's GPUs (NVML, loaded at run time) or its host CPU/RAM when it has none: memory
+// used/total and utilisation (a GPU rank: its device's; a CPU rank: its own process's RSS and
+// CPU time, as every rank of a host shares the host's), phase, step (for inference: tiles),
+// tiles done, a history sparkline, "done" for a rank whose last sample says it finished and a
+// stale marker when an unfinished rank's last sample is older than staleSeconds().
 // Files are read in a worker every refresh interval (1.5 s) and on file-system change;
 // broken lines are reported through message(), never fatal.
 #include <atomic>
@@ -40,6 +43,8 @@ class DevicesPanel : public QWidget {
   /// Row of a rank, -1 if absent; the local host row has rank -1 and comes last.
   int rowOfRank(int rank) const;
   bool isStale(int rank) const;
+  /// The rank's last sample has phase "done": shown "done" (green), never stale.
+  bool isDone(int rank) const;
 
  signals:
   void refreshed();

@@ -174,7 +174,8 @@ void MainWindow::connectVolume() {
     showMessage(tr("%1: %2 × %3 × %4 voxels, spacing %5 × %6 × %7 mm")
                     .arg(QString::fromStdString(v->path)).arg(v->nx).arg(v->ny).arg(v->nz)
                     .arg(v->spacing[0]).arg(v->spacing[1]).arg(v->spacing[2]) +
-                (v->source_note.isEmpty() ? QString() : QStringLiteral("; ") + v->source_note));
+                (v->source_note.isEmpty() ? QString() : QStringLiteral("; ") + v->source_note) +
+                (run_dir_.isEmpty() ? QString() : QStringLiteral(" — ") + run_status_));
     emit ready();
   });
   connect(volume_, &VolumeViewer::failed, this, [this](const QString& m) {
@@ -216,13 +217,16 @@ void MainWindow::refreshNames() {
   for (size_t i = 0; i < run_class_names_.size() && i < 256; ++i)
     if (names_[i].empty()) names_[i] = run_class_names_[i];
   OverlayStyle style = legend_->style();
-  if (table_) {
+  const auto apply = [&](const LabelTable& table) {
     for (size_t i = 0; i < 256; ++i) {
-      if (!table_->names[i].empty()) names_[i] = table_->names[i];
-      if (table_->colors[i]) style.colors[i] = *table_->colors[i];
+      if (!table.names[i].empty()) names_[i] = table.names[i];
+      if (table.colors[i]) style.colors[i] = *table.colors[i];
     }
     legend_->setStyle(style);
-  }
+  };
+  // The label file's own table (a DICOM SEG's segments), then a table the user loaded.
+  if (showingVolume() && volume_->volume() && volume_->volume()->label_table) apply(*volume_->volume()->label_table);
+  if (table_) apply(*table_);
   volume_->setLabelNames(names_);
   if (showingVolume() && volume_->volume())
     legend_->setLabels(names_, volume_->volume()->counts);
@@ -360,6 +364,14 @@ void MainWindow::applyRun(const std::shared_ptr<RunReload>& r) {
   const QString image = QString::fromStdString(out.image);
   if (!r->error.isEmpty() || image.isEmpty()) {
     showMessage(r->error.isEmpty() ? run_status_ : r->error);
+    // Not a blank "Open an image": what is missing, where the image should have been.
+    if (!raster_->hasImage() && !showingVolume())
+      raster_->setPlaceholder(QString::fromStdString(out.problem.empty() ? "This run names no image" : out.problem));
+    return;
+  }
+  if (io::is_volume_path(out.image)) {  // a training run on volumes: the three views
+    if (image_path_ != image) openImage(image);
+    showMessage(run_status_);
     return;
   }
   const bool same_image = image_path_ == image && raster_->hasImage();

@@ -48,6 +48,7 @@ class RasterView : public QWidget {
     placeholder_ = text;
     update();
   }
+  QString placeholder() const { return placeholder_; }
   const RasterMeta& meta() const { return meta_; }
   const std::optional<RasterMeta>& labelMeta() const { return label_meta_; }
 

@@ -18,16 +18,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The training image and class names of a run's config.yaml (block or flow style). A relative
-// image is looked up where `tessera train` resolves it (next to the config it was given, which
-// is usually the run directory's parent), in the working directory, and in sample_data/.
+// The training image and class names of a run's config.yaml (block or flow style). `tessera
+// train` writes absolute paths there; a relative image (an older run) is looked up where train
+// resolved it (next to the config it was given, usually the run directory's parent), in the
+// working directory, and in sample_data/. An image found nowhere is named in out.problem.
 void read_config(const RunLayout& run, RunOutputs& out) {
   std::ifstream config(run.config());
   static const std::regex image_key(R"((?:^|[\s{,-])(image|input):\s*["']?([^"',}\]\s]+))");
   static const std::regex names_line(R"(^\s*class_names:\s*\[(.*)\]\s*$)");
   const fs::path dir = run.dir();
   std::error_code ec;
-  std::string line;
+  std::string line, missing;
   std::smatch m;
   while (std::getline(config, line)) {
     if (std::regex_match(line, m, names_line)) {
@@ -44,12 +45,18 @@ void read_config(const RunLayout& run, RunOutputs& out) {
     for (const fs::path& base : {fs::path(), fs::current_path(ec), dir, dir.parent_path(),
                                  dir.parent_path().parent_path(), dir.parent_path().parent_path() / "sample_data"}) {
       const fs::path candidate = named.is_absolute() ? named : base / named;
-      if (fs::is_regular_file(candidate, ec)) {
+      if (fs::exists(candidate, ec)) {  // a file, or a DICOM series' folder
         out.image = candidate.string();
         break;
       }
     }
+    // Other keys spelt `image` hold words (data.resample.image: linear): a path has a / or a dot.
+    if (out.image.empty() && missing.empty() && named.string().find_first_of("/.") != std::string::npos)
+      missing = named.string();
   }
+  if (out.image.empty() && !missing.empty())
+    out.problem = run.config() + " names the image " + missing + ", which does not exist" +
+                  (fs::path(missing).is_absolute() ? "" : " (looked next to the run, in its parents and the working directory)");
 }
 
 // The tile set written to last (a run may hold several outputs; the live one is the newest).

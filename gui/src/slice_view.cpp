@@ -20,17 +20,12 @@ const char* plane_name(Plane p) {
   return "";
 }
 
-// Edge letters (left, right, top, bottom) for a direction close to identity in LPS; a
-// negative diagonal term swaps the pair of that axis.
-std::array<QString, 4> edge_letters(const VolumeData& v, Plane plane) {
-  const bool fx = v.direction[0] < 0, fy = v.direction[4] < 0, fz = v.direction[8] < 0;
-  const QString x0 = fx ? "L" : "R", x1 = fx ? "R" : "L";
-  const QString y0 = fy ? "P" : "A", y1 = fy ? "A" : "P";
-  const QString z0 = fz ? "I" : "S", z1 = fz ? "S" : "I";
+// Edge letters (left, right, top, bottom): slices are always cut radiologically (volume_data.hpp).
+std::array<QString, 4> edge_letters(Plane plane) {
   switch (plane) {
-    case Plane::Axial: return {x0, x1, y0, y1};
-    case Plane::Coronal: return {x0, x1, z0, z1};
-    case Plane::Sagittal: return {y0, y1, z0, z1};
+    case Plane::Axial: return {"R", "L", "A", "P"};
+    case Plane::Coronal: return {"R", "L", "S", "I"};
+    case Plane::Sagittal: return {"A", "P", "S", "I"};
   }
   return {};
 }
@@ -97,7 +92,7 @@ void SliceView::paintEvent(QPaintEvent*) {
   p.drawLine(QPointF(r.left(), c.y()), QPointF(r.right(), c.y()));
   p.drawLine(QPointF(c.x(), r.top()), QPointF(c.x(), r.bottom()));
   p.setPen(QColor(120, 200, 255));
-  const auto letters = edge_letters(*volume_, plane_);
+  const auto letters = edge_letters(plane_);
   p.drawText(QRectF(0, 0, 14, height()), Qt::AlignCenter, letters[0]);
   p.drawText(QRectF(width() - 14, 0, 14, height()), Qt::AlignCenter, letters[1]);
   p.drawText(QRectF(0, 0, width(), 14), Qt::AlignCenter, letters[2]);
@@ -146,11 +141,9 @@ void SliceView::mouseReleaseEvent(QMouseEvent*) {
 
 void SliceView::scroll(int delta) {
   if (!volume_) return;
-  auto v = cursor_->voxel;
-  const int axis = plane_ == Plane::Axial ? 2 : plane_ == Plane::Coronal ? 1 : 0;
-  const int n[3] = {volume_->nx, volume_->ny, volume_->nz};
-  v[size_t(axis)] = std::clamp(v[size_t(axis)] + delta, 0, n[axis] - 1);
-  cursor_->setVoxel(v);
+  const auto v = cursor_->voxel;
+  const auto [col, row, index] = voxel_to_slice(*volume_, plane_, v[0], v[1], v[2]);
+  cursor_->setVoxel(slice_to_voxel(*volume_, plane_, std::clamp(index + delta, 0, slice_count(*volume_, plane_) - 1), col, row));
 }
 
 void SliceView::wheelEvent(QWheelEvent* e) { scroll(e->angleDelta().y() > 0 ? 1 : -1); }

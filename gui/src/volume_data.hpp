@@ -1,17 +1,23 @@
 #pragma once
 // A CT/MR volume held in memory for the three slice views, with its optional label volume.
-// Voxels are z-major with x fastest (index = (k·ny + j)·nx + i); geometry is ITK's (axes
-// x, y, z; LPS millimetres). Slices are rendered radiologically: axial and coronal show the
-// patient's right on the screen's left; coronal and sagittal show superior at the top.
+// Voxels are z-major with x fastest (index = (k·ny + j)·nx + i), as stored; geometry is ITK's
+// (axes x, y, z; LPS millimetres). Slices are rendered radiologically whatever the direction
+// matrix: each voxel axis is paired with the LPS axis its direction cosine is closest to
+// (orient()), and the slices are cut and flipped along those, so axial shows anterior at the
+// top, axial and coronal the patient's right on the screen's left, coronal and sagittal
+// superior at the top, and sagittal anterior on the left. Voxel indices (the cursor, the
+// readout) stay the stored ones.
 // Thread safety: immutable after load_volume(); render_slice() may run on any thread.
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <QImage>
 #include <QString>
 
+#include "color_table.hpp"
 #include "overlay_compositor.hpp"
 
 namespace tessera::gui {
@@ -33,13 +39,25 @@ struct VolumeData {
   QString source_note;          ///< DICOM: which series was read and how; empty otherwise
   std::array<int64_t, 256> counts{};
   QString label_message;        ///< why the labels were not loaded, if they were not
+  /// Names and colours stored with the labels (a DICOM SEG's segments); absent for other formats.
+  std::optional<LabelTable> label_table;
+
+  /// For display axis d (0: towards the patient's left, 1: posterior, 2: superior) the voxel
+  /// axis it runs along, and whether that voxel axis runs the other way (set by orient()).
+  std::array<int, 3> axis{0, 1, 2};
+  std::array<bool, 3> flip{false, false, false};
+  void orient();
+  int size(int voxel_axis) const { return voxel_axis == 0 ? nx : voxel_axis == 1 ? ny : nz; }
+  int display_size(int d) const { return size(axis[size_t(d)]); }
 
   float at(int i, int j, int k) const { return voxels[(size_t(k) * ny + j) * nx + i]; }
   int label_at(int i, int j, int k) const { return labels.empty() ? -1 : labels[(size_t(k) * ny + j) * nx + i]; }
 };
 
-/// Loads image (and labels, may be empty) through tessera::io::VolumeReader. A label
-/// volume of another size is dropped with `label_message` set. Throws tessera::Error.
+/// Loads image (and labels, may be empty) through tessera::io::VolumeReader; labels that are a
+/// DICOM SEG are placed on the image's grid by io::read_dicom_seg (label = segment number,
+/// names and colours in label_table). A label volume of another size, or a SEG made for
+/// another series, is dropped with `label_message` set. Throws tessera::Error for the image.
 std::shared_ptr<VolumeData> load_volume(const std::string& image, const std::string& labels);
 
 /// Slice size in voxels (columns, rows) and the physical size of one pixel (mm).

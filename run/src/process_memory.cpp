@@ -1,6 +1,7 @@
 #include "tessera/run/process_memory.hpp"
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <fstream>
@@ -22,6 +23,13 @@ int64_t status_bytes(const std::string& field) {
 }  // namespace
 
 int64_t resident_bytes() { return status_bytes("VmRSS"); }
+
+double process_cpu_seconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) throw Error("getrusage: cannot read this process's CPU time");
+  const auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 int64_t peak_resident_bytes() { return status_bytes("VmHWM"); }
 

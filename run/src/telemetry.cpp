@@ -25,6 +25,7 @@ constexpr const char* kMemUsed = "mem_used_bytes";
 constexpr const char* kMemTotal = "mem_total_bytes";
 constexpr const char* kUtil = "util_pct";
 constexpr const char* kProcessRss = "process_rss_bytes";
+constexpr const char* kProcessCpu = "process_cpu_pct";
 constexpr const char* kTemperature = "temperature_c";
 constexpr const char* kPower = "power_w";
 constexpr const char* kStep = "step";
@@ -150,6 +151,7 @@ std::string encode_telemetry_line(const TelemetrySample& s) {
          {kProcessRss, s.process_rss_bytes},
          {kStep, s.step},
          {kTilesDone, s.tiles_done}};
+  if (s.process_cpu_pct) j[kProcessCpu] = *s.process_cpu_pct;
   if (s.temperature_c) j[kTemperature] = *s.temperature_c;
   if (s.power_w) j[kPower] = *s.power_w;
   if (const PipelineStageTelemetry& p = s.stage; p.stage >= 0) {
@@ -177,6 +179,7 @@ TelemetrySample decode_telemetry_line(std::string_view line) {
   s.mem_total_bytes = integer(j, kMemTotal, 0);
   s.util_pct = number(j, kUtil, 0);
   s.process_rss_bytes = integer(j, kProcessRss, 0);
+  s.process_cpu_pct = optional_number(j, kProcessCpu);
   s.temperature_c = optional_number(j, kTemperature);
   s.power_w = optional_number(j, kPower);
   s.step = integer(j, kStep, 0);

@@ -60,6 +60,10 @@ TEST(SimulateOptions, DefaultsAreValid) {
   o.balance = "time";
   o.micro_batches = 0;
   EXPECT_REFUSED_NAMING(o, "--micro-batches");
+  o.micro_batches = 1;
+  o.tile = 256;
+  o.input_side = 300;  // the inset and the input: one of them
+  EXPECT_REFUSED_NAMING(o, "--input-side");
 }
 
 TEST(SimulateOptions, EveryFlagSetsItsField) {

@@ -1,6 +1,7 @@
 // TrainJob's refusals: a setting the path it takes does not honour is refused in one line
 // naming the key, before any image is opened (the images these configs name do not exist,
 // so a refusal that came after opening would name the missing file instead).
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -52,6 +53,32 @@ TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
   TrainRequest resumed;
   resumed.resume = "auto";
   EXPECT_NE(dsn_error("", resumed).find("--resume"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::engine
+
+namespace tessera::engine {
+namespace {
+
+// RUN/config.yaml names its images absolutely (read relative to the config file), so the run
+// directory is self-contained: tessera-view and a rerun find them wherever they start.
+TEST(ResolvedConfig, DataPathsAreAbsoluteAndRelativeToTheConfigFile) {
+  const std::string yaml =
+      "run_dir: run\n"
+      "model: {kind: dsn}\n"
+      "data: {source: {pairs: [{image: s/a.tif, labels: ../b.tif}]}, targets: [{images: [t.tif, /abs/u.tif]}]}\n";
+  RunConfig c = read_run_config(ConfigFile::parse(yaml, "/data/cfg/x.yaml"));
+  absolute_data_paths(c, "/data/cfg/x.yaml");
+  EXPECT_EQ(c.data.source.pairs[0].image, "/data/cfg/s/a.tif");
+  EXPECT_EQ(c.data.source.pairs[0].labels, "/data/b.tif");
+  EXPECT_EQ(c.data.targets[0].images, (std::vector<std::string>{"/data/cfg/t.tif", "/abs/u.tif"}));
+  const std::string resolved = resolved_config_yaml(c);
+  EXPECT_NE(resolved.find("/data/cfg/s/a.tif"), std::string::npos) << resolved;
+  // A config given by a relative name: absolute from the working directory.
+  RunConfig plain = read_run_config(ConfigFile::parse("data: {pairs: [{image: a.tif, labels: b.tif}]}\n", "cfg/y.yaml"));
+  absolute_data_paths(plain, "cfg/y.yaml");
+  EXPECT_EQ(plain.data.pairs[0].image, (std::filesystem::current_path() / "cfg/a.tif").string());
 }
 
 }  // namespace

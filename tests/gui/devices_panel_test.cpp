@@ -109,5 +109,51 @@ TEST(DevicesPanel, ShowsTelemetryFiguresAndMarksAStaleRank) {
   EXPECT_TRUE(message.contains("2 broken line(s)")) << message.toStdString();
 }
 
+// A finished CPU inference run: each rank's own process memory and CPU (not the host's shared
+// figures), its tiles in the step column, "done" (green, not a red STALE) an hour later.
+TEST(DevicesPanel, FinishedCpuRanksShowDoneTheirOwnProcessAndTiles) {
+  TempDir run;
+  std::filesystem::create_directories(run.path / "telemetry");
+  const double now = double(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
+  const int64_t host_used = int64_t(1.6 * double(1ll << 30)), host_total = int64_t(15.6 * double(1ll << 30));
+  {
+    std::ofstream r0(run.path / "telemetry" / "rank-0.jsonl");
+    r0 << std::fixed;
+    for (const char* phase : {"infer", "done"})
+      r0 << R"({"time": )" << now - 3600 << R"(, "rank": 0, "host": "n1", "device": "cpu", "mem_used_bytes": )" << host_used
+         << R"(, "mem_total_bytes": )" << host_total << R"(, "util_pct": 55, "process_rss_bytes": )"
+         << int64_t(0.57 * double(1ll << 30)) << R"(, "process_cpu_pct": 180, "phase": ")" << phase
+         << R"(", "step": 0, "tiles_done": 412})" << "\n";
+    // An older writer: no process fields; still inferring, recently.
+    std::ofstream r1(run.path / "telemetry" / "rank-1.jsonl");
+    r1 << std::fixed << R"({"time": )" << now << R"(, "rank": 1, "host": "n1", "device": "cpu", "mem_used_bytes": )"
+       << host_used << R"(, "mem_total_bytes": )" << host_total
+       << R"(, "util_pct": 55, "phase": "infer", "step": 0, "tiles_done": 40})" << "\n";
+  }
+  DevicesPanel panel;
+  panel.resize(1000, 300);
+  panel.show();
+  panel.setRunDirectory(QString::fromStdString(run.path.string()));
+  ASSERT_TRUE(wait_until([&] { return panel.rowOfRank(0) >= 0 && panel.rowOfRank(1) >= 0; }));
+  QTableWidget* t = panel.table();
+  const int r0 = panel.rowOfRank(0), r1 = panel.rowOfRank(1);
+  EXPECT_EQ(t->item(r0, 2)->text(), "0.57 / 15.60");  // the process, of the host's memory
+  EXPECT_EQ(t->item(r0, 3)->text(), "180");           // the process's CPU, % of a core
+  EXPECT_EQ(t->item(r0, 6)->text(), "412 tiles");
+  EXPECT_EQ(t->item(r0, 9)->text(), "done");
+  EXPECT_TRUE(panel.isDone(0));
+  EXPECT_FALSE(panel.isStale(0));
+  EXPECT_EQ(t->item(r1, 2)->text(), "1.60 / 15.60 (host)");
+  EXPECT_EQ(t->item(r1, 3)->text(), "55 (host)");
+  EXPECT_EQ(t->item(r1, 6)->text(), "40 tiles");
+  EXPECT_EQ(t->item(r1, 9)->text(), "ok");
+  // Pixels: the finished rank's status cell is green, not red (no row selected to tint it).
+  t->clearSelection();
+  t->setCurrentItem(nullptr);
+  const QImage img = t->viewport()->grab().toImage();
+  const QRect done_cell = t->visualItemRect(t->item(r0, 9));
+  EXPECT_EQ(img.pixel(done_cell.right() - 3, done_cell.center().y()), qRgb(46, 125, 50));  // beside the text
+}
+
 }  // namespace
 }  // namespace tessera::gui

@@ -263,28 +263,41 @@ TEST(RunView, RealInferRunGrowsLiveSurvivesAKillAndEndsEqualToTheOutput) {
 
 TEST(RunView, RealTrainRunOpensWithMetricsCheckpointsAndTelemetry) {
   Scene s;
-  const std::string config = s.dir.file("train.yaml"), run = s.dir.file("train-run");
-  std::ofstream(config) << "run_dir: train-run\n"
+  // The run directory away from the config and its images (no parent of it holds them): the
+  // run's config.yaml must name them itself.
+  TempDir runs;
+  const std::string config = s.dir.file("train.yaml"), run = runs.file("train-run");
+  std::ofstream(config) << "run_dir: " << run << "\n"
                            "model: {preset: unet-tiny, classes: 4, base_filters: 4}\n"
                            "data:\n  pairs: [{image: s/scene.tif, labels: s/scene_labels.tif}]\n"
                            "  class_names: [background, building, road, water]\n"
                            "train: {tile: 32, batch: 2, steps: 3, seed: 1, checkpoint_every: 2}\n";
   ASSERT_TRUE(run_to_end({MPIEXEC_EXE, "--allow-run-as-root", "--oversubscribe", "-np", "2", TESSERA_EXE, "train",
                           "--config", config, "--no-progress"}));
+  {
+    Viewer v;
+    v.window.openRun(QString::fromStdString(run));
+    ASSERT_TRUE(wait_until([&] { return v.window.lastMessage().contains("metrics.jsonl"); }))
+        << v.window.lastMessage().toStdString();
+    const QString m = v.window.lastMessage();
+    std::printf("[ train   ] %s\n", qPrintable(m));
+    EXPECT_TRUE(m.contains("metrics.jsonl 3 line(s)")) << m.toStdString();
+    EXPECT_TRUE(m.contains("last.pt")) << m.toStdString();
+    EXPECT_TRUE(m.contains("telemetry 2 rank(s)")) << m.toStdString();
+    EXPECT_FALSE(v.window.showingLiveTiles());
+    // The training image named by config.yaml is shown; the devices panel lists both ranks.
+    EXPECT_TRUE(wait_until([&] { return v.view->hasImage() && v.window.viewReady(); }));
+    EXPECT_EQ(v.view->meta().path, s.scene);
+    EXPECT_TRUE(wait_until([&] { return v.window.devices()->rowOfRank(1) >= 0; }));
+  }
+  // The image gone: the status line names it, and so does the view (not a blank "Open an image").
+  fs::rename(s.scene, s.scene + ".moved");
   Viewer v;
   v.window.openRun(QString::fromStdString(run));
-  ASSERT_TRUE(wait_until([&] { return v.window.lastMessage().contains("metrics.jsonl"); }))
+  const std::string said = "names the image " + s.scene + ", which does not exist";
+  ASSERT_TRUE(wait_until([&] { return v.window.lastMessage().contains(QString::fromStdString(said)); }))
       << v.window.lastMessage().toStdString();
-  const QString m = v.window.lastMessage();
-  std::printf("[ train   ] %s\n", qPrintable(m));
-  EXPECT_TRUE(m.contains("metrics.jsonl 3 line(s)")) << m.toStdString();
-  EXPECT_TRUE(m.contains("last.pt")) << m.toStdString();
-  EXPECT_TRUE(m.contains("telemetry 2 rank(s)")) << m.toStdString();
-  EXPECT_FALSE(v.window.showingLiveTiles());
-  // The training image named by config.yaml is shown; the devices panel lists both ranks.
-  EXPECT_TRUE(wait_until([&] { return v.view->hasImage() && v.window.viewReady(); }));
-  EXPECT_EQ(v.view->meta().path, s.scene);
-  EXPECT_TRUE(wait_until([&] { return v.window.devices()->rowOfRank(1) >= 0; }));
+  EXPECT_TRUE(v.view->placeholder().contains(QString::fromStdString(said))) << v.view->placeholder().toStdString();
 }
 
 // The one layout: paths the writers use, listings that skip temporaries.

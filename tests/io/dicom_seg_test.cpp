@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -370,6 +371,46 @@ TEST_F(DicomSeg, UncommittedWriterLeavesNothing) {
     DicomSegWriter writer(DicomSegOptions(file("seg.dcm"), folder), kExtent);
   }
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1) << "only ct/ is there";
+}
+
+// read_dicom_seg: the SEG the writer made, back on the grid VolumeReader reports (oblique,
+// slices named against their order): every voxel's class, the names and colours of the segments.
+TEST_F(DicomSeg, ReadBackOntoTheSourceGridVoxelForVoxel) {
+  const std::string folder = write_series();
+  VolumeReader reader(folder);
+  const std::vector<uint8_t> labels = known_labels();
+  const std::string out = file("seg.dcm");
+  {
+    auto sink = create_label_sink(out, reader.info(), LabelStyle().with_class_names({"background", "liver", "kidney"}));
+    write_in_two_windows(*sink, labels);
+    sink->commit();
+  }
+  EXPECT_TRUE(is_dicom_seg(out));
+  EXPECT_FALSE(is_dicom_seg(reader.info().path + "/renamed_1.dcm"));
+  EXPECT_FALSE(is_dicom_seg(file("missing.dcm")));
+  const DicomSegLabels seg = read_dicom_seg(out, reader.info().extent, reader.info().geo);
+  std::vector<uint8_t> expected = labels;
+  std::replace(expected.begin(), expected.end(), kNoDataLabel, uint8_t{0});  // not a segment
+  EXPECT_EQ(seg.labels, expected);  // classes 1, 2 are segments 1, 2
+  ASSERT_EQ(seg.segments.size(), 2u);
+  EXPECT_EQ(seg.segments[0].label, "liver");
+  EXPECT_EQ(seg.segments[1].label, "kidney");
+  for (int id : {1, 2}) {
+    ASSERT_TRUE(seg.segments[size_t(id - 1)].color.has_value());
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR((*seg.segments[size_t(id - 1)].color)[size_t(c)], label_color(id)[size_t(c)], 1);
+  }
+  // The same SEG on a grid half a voxel off, or one slice short: refused, naming the file.
+  Georeference shifted = reader.info().geo;
+  shifted.origin[0] += 0.5 * shifted.spacing[0] * shifted.direction[0];
+  shifted.origin[1] += 0.5 * shifted.spacing[0] * shifted.direction[3];
+  shifted.origin[2] += 0.5 * shifted.spacing[0] * shifted.direction[6];
+  const std::string off = error_of([&] { read_dicom_seg(out, reader.info().extent, shifted); });
+  EXPECT_EQ(off.rfind(out + ": DICOM SEG frame ", 0), 0u) << off;
+  EXPECT_NE(off.find("does not lie on the image's voxel grid"), std::string::npos) << off;
+  const std::string outside = error_of([&] { read_dicom_seg(out, Index{5, kExtent[1], kExtent[2]}, reader.info().geo); });
+  EXPECT_NE(outside.find("reaches outside the image"), std::string::npos) << outside;
+  const std::string not_seg = error_of([&] { read_dicom_seg(reader.info().path + "/renamed_1.dcm", kExtent, reader.info().geo); });
+  EXPECT_NE(not_seg.find("not a readable DICOM SEG"), std::string::npos) << not_seg;
 }
 
 TEST(DicomSegOptions, DefaultsAreValidAndBadFieldsNamed) {

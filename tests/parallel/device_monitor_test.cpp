@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -25,6 +26,7 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
   torch::Tensor pid = torch::tensor({int64_t(::getpid())});
   w.broadcast(pid, 0);
   const std::string run = (fs::temp_directory_path() / ("tessera-tm-" + std::to_string(pid.item<int64_t>()))).string();
+  const std::clock_t cpu_start = std::clock();
   {
     DeviceMonitorOptions o;
     o.run_dir = run;
@@ -35,13 +37,31 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
     for (int step = 1; step <= 4; ++step) {
       monitor.set_step(step);
       monitor.set_tiles_done(step * 2);
-      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+      // Busy until this process has used 60 ms more CPU time, however loaded the machine is:
+      // its own CPU use shows in process_cpu_pct.
+      const std::clock_t until = std::clock() + CLOCKS_PER_SEC * 6 / 100;
+      volatile double sink = 0;
+      while (std::clock() < until) sink = sink + 1.0;
     }
     const DeviceSummary s = monitor.summary();
     EXPECT_GE(s.samples, 3);
     EXPECT_GT(s.peak_mem_used_bytes, 1 << 20);
     EXPECT_GT(s.peak_process_rss_bytes, 1 << 20);
     EXPECT_EQ(s.device, "cpu");
+  }
+  // This rank's samples integrate to the CPU time the process used (std::clock: another route
+  // than the writer's getrusage), whatever share of the cores it got.
+  {
+    const double cpu_used = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+    std::ifstream in(fs::path(run) / "telemetry" / ("rank-" + std::to_string(w.rank()) + ".jsonl"));
+    double integral = 0, last_time = -1;
+    for (std::string line; std::getline(in, line);) {
+      const TelemetrySample t = decode_telemetry_line(line);
+      if (t.process_cpu_pct && last_time > 0) integral += *t.process_cpu_pct / 100.0 * (t.time - last_time);
+      last_time = t.time;
+    }
+    EXPECT_GE(cpu_used, 0.24);
+    EXPECT_NEAR(integral, cpu_used, 0.25 * cpu_used + 0.02) << "rank " << w.rank() << ": process_cpu_pct over time";
   }
   w.barrier();
   if (w.rank() == 0) {
@@ -71,6 +91,8 @@ TEST(Telemetry, EveryRankWritesSamplesOfTheDocumentedSchema) {
         EXPECT_EQ(sample.step, last_step);
         EXPECT_GT(sample.process_rss_bytes, 1 << 20);
         EXPECT_LE(sample.process_rss_bytes, sample.mem_total_bytes);
+        // Every sample after the first has this process's CPU use; the busy loop shows.
+        EXPECT_EQ(sample.process_cpu_pct.has_value(), lines > 0) << line;
         ++lines;
       }
       EXPECT_GE(lines, 3) << file;

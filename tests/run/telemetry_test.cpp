@@ -21,6 +21,7 @@ TelemetrySample every_field_set() {
   s.mem_total_bytes = 42949672960;
   s.util_pct = 87.5;
   s.process_rss_bytes = 987654321;
+  s.process_cpu_pct = 143.5;
   s.temperature_c = 71;
   s.power_w = 251.25;
   s.step = 1234567;
@@ -54,6 +55,7 @@ TEST(TelemetryCodec, RoundTripsEveryField) {
   EXPECT_EQ(out.mem_total_bytes, in.mem_total_bytes);
   EXPECT_EQ(out.util_pct, in.util_pct);
   EXPECT_EQ(out.process_rss_bytes, in.process_rss_bytes);
+  EXPECT_EQ(out.process_cpu_pct, in.process_cpu_pct);
   EXPECT_EQ(out.temperature_c, in.temperature_c);
   EXPECT_EQ(out.power_w, in.power_w);
   EXPECT_EQ(out.step, in.step);
@@ -70,16 +72,18 @@ TEST(TelemetryCodec, LeavesOutUnsetOptionalFieldsAndKeepsTheDocumentedKeys) {
   TelemetrySample s = every_field_set();
   s.temperature_c.reset();
   s.power_w.reset();
+  s.process_cpu_pct.reset();
   s.stage = {};
   const std::string line = encode_telemetry_line(s);
   for (const char* key : {"\"time\"", "\"rank\"", "\"host\"", "\"device\"", "\"mem_used_bytes\"", "\"mem_total_bytes\"",
                           "\"util_pct\"", "\"phase\"", "\"step\"", "\"tiles_done\""})
     EXPECT_NE(line.find(key), std::string::npos) << key << " missing: " << line;
-  for (const char* key : {"temperature_c", "power_w", "pipeline_stage", "stage_step_s"})
+  for (const char* key : {"temperature_c", "power_w", "process_cpu_pct", "pipeline_stage", "stage_step_s"})
     EXPECT_EQ(line.find(key), std::string::npos) << key << " written although unset: " << line;
   const TelemetrySample back = decode_telemetry_line(line);
   EXPECT_FALSE(back.temperature_c);
   EXPECT_FALSE(back.power_w);
+  EXPECT_FALSE(back.process_cpu_pct);
   EXPECT_EQ(back.stage.stage, -1);
 }
 

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "tessera/core/error.hpp"
 #include "tessera/engine/calibration.hpp"
 #include "tessera/engine/layout_json.hpp"
@@ -57,6 +59,37 @@ ModelCalibration apply_calibration(const PlanJobOptions& o, const fs::path& path
   return cal;
 }
 
+// `--cluster FILE`: the devices and network of a described cluster instead of --device-memory
+// and the CPU figure or this machine's calibration (which describe another machine; a
+// "calibrated" device is this machine and keeps them). One sustained rate: FP32 peak × e_max,
+// the efficiency the simulator's curve tends to on large maps.
+void apply_cluster(const PlanJobOptions& o, const ModelCalibration& cal, const fs::path& cal_path, PlanResult& r) {
+  const CalibratedCluster cc = load_calibrated_cluster(o.cluster, cal, o.model_preset, cal_path);
+  const parallel::ClusterModel& c = cc.cluster;
+  const parallel::DeviceModel& d = c.device;
+  r.cluster = c;
+  parallel::PlanOptions& po = r.options;
+  po.device_memory_bytes = d.memory_bytes;
+  po.with_baseline_bytes(d.baseline_bytes).with_memory_bytes_per_second(d.memory_bytes_per_second);
+  const bool one_node = po.devices <= c.devices_per_node;
+  po.with_allreduce_bytes_per_second(one_node ? c.intra_node_bytes_per_second : c.inter_node_bytes_per_second)
+      .with_message_latency_seconds(one_node ? c.intra_node_latency_seconds : c.inter_node_latency_seconds);
+  if (o.throughput > 0) {
+    r.machine = fmt::format("{}: {}, {:.3g} GiB, network {:.3g} GB/s; speed from --throughput", o.cluster, d.name,
+                            double(d.memory_bytes) / double(1 << 30),
+                            (one_node ? c.intra_node_bytes_per_second : c.inter_node_bytes_per_second) / 1e9);
+    return;
+  }
+  po.with_device_flops(d.fp32_flops * d.efficiency.max).with_time_calibration(cc.times);
+  r.time_source = fmt::format("{} {}: FP32 peak {:.3g} TFLOP/s × e_max {:.2g}", o.cluster, d.name, d.fp32_flops / 1e12,
+                              d.efficiency.max);
+  r.machine = fmt::format("{}: {} × {} per node, {:.3g} GiB each, {:.3g} GFLOP/s sustained, network {:.3g} GB/s ({})",
+                          o.cluster, c.devices_per_node, d.name, double(d.memory_bytes) / double(1 << 30),
+                          po.device_flops / 1e9,
+                          (one_node ? c.intra_node_bytes_per_second : c.inter_node_bytes_per_second) / 1e9,
+                          one_node ? "inside a node" : "between nodes");
+}
+
 // `--simulate CLUSTER`: the chosen layout (tile, dp × pp × sp, M, schedule) run through the
 // discrete-event simulator on that cluster (measured layer times when its device is
 // "calibrated" and the calibration has them), beside the planner's closed-form estimate.
@@ -92,9 +125,10 @@ nlohmann::json simulate_layout(const PlanJobOptions& o, const PlanResult& r, con
 }  // namespace
 
 PlanResult plan_layout(const PlanJobOptions& o) {
-  PlanResult r{planner_options(o), {}, "default CPU figure", "", nullptr};
+  PlanResult r{planner_options(o), {}, "default CPU figure", "", "", std::nullopt, nullptr};
   const fs::path path = calibration_path(o.calibration);
   const ModelCalibration cal = apply_calibration(o, path, r);
+  if (!o.cluster.empty()) apply_cluster(o, cal, path, r);
   r.layout = parallel::plan(r.options);
   if (!o.simulate.empty()) r.simulation = simulate_layout(o, r, cal, path);
   return r;

@@ -1,5 +1,8 @@
 // What `tessera plan` prints: the layout as text or JSON, the simulation beside it.
+#include <cmath>
 #include <cstdio>
+
+#include "tessera/core/layer_sequence.hpp"
 
 #include "tessera/engine/plan_job.hpp"
 
@@ -73,11 +76,32 @@ void print_simulation(const nlohmann::json& sim, const std::string& file) {
               sim["activation_checkpoint_modelled"].get<bool>() ? "" : " (activation checkpointing not simulated)");
 }
 
+// Why the planner's step and the simulator's differ: what each one prices.
+void explain_simulation(const PlanJobOptions& o, const PlanResult& r) {
+  const double planned = r.layout.step_seconds, simulated = r.simulation["step_seconds"].get<double>();
+  std::printf("plan against simulation: step %.3g s planned, %.3g s simulated (%.2f×)", planned, simulated,
+              simulated / planned);
+  if (o.cluster.empty()) {
+    std::printf(": the plan is priced at %s, the simulation at %s's devices; --cluster %s prices the plan there too\n",
+                r.time_source.c_str(), o.simulate.c_str(), o.simulate.c_str());
+  } else if (o.cluster != o.simulate) {
+    std::printf(": the plan is priced on %s, the simulation runs on %s\n", o.cluster.c_str(), o.simulate.c_str());
+  } else {
+    const parallel::DeviceModel& d = r.cluster->device;
+    std::printf(": the plan prices every convolution at the sustained rate e_max %.2g; the simulation at the efficiency "
+                "each layer's map size reaches, %.2g FLOP-weighted at input %lld (the deep levels' small maps run far "
+                "below e_max), plus %.3g µs per layer launch and the input read\n",
+                d.efficiency.max, layer_efficiency(r.layout, o.model, *r.cluster), (long long)r.layout.tile_input_side,
+                d.launch_seconds * 1e6);
+  }
+}
+
 void print_layout(const PlanJobOptions& o, const PlanResult& r) {
   const parallel::PlanOptions& po = r.options;
   const parallel::Layout& L = r.layout;
   std::printf("plan for %s on %s, %d devices × %.3g GiB, %s\n", o.model_preset.c_str(), axes(po.image).c_str(),
-              po.devices, o.device_memory, po.training ? "training" : "inference");
+              po.devices, double(po.device_memory_bytes) / kGiB, po.training ? "training" : "inference");
+  if (!r.machine.empty()) std::printf("  machine                 %s\n", r.machine.c_str());
   std::printf("  tile inset T            %lld (multiple of %lld), input %lld, output %lld\n", (long long)L.tile_inset,
               (long long)L.alignment, (long long)L.tile_input_side, (long long)L.tile_output_side);
   std::printf("  tiling                  %s = %lld tiles, halo overhead E %.2f\n", axes(L.tiles_per_axis).c_str(),
@@ -101,6 +125,17 @@ void print_layout(const PlanJobOptions& o, const PlanResult& r) {
 
 }  // namespace
 
+double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster) {
+  double flops = 0, weighted = 0;
+  for (const Layer& l : unet_layer_sequence(model, layout.tile_input_side).layers) {
+    if (l.flops <= 0) continue;
+    const double positions = std::pow(double(l.out_side), model.dims);
+    flops += l.flops;
+    weighted += l.flops / cluster.device.efficiency.at(positions);
+  }
+  return weighted > 0 ? flops / weighted : cluster.device.efficiency.max;
+}
+
 nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
   const parallel::PlanOptions& po = r.options;
   const parallel::Layout& L = r.layout;
@@ -122,12 +157,17 @@ nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
                    {"time", time_json(r)},
                    {"reasons", L.reasons}};
   if (!r.simulation.is_null()) j["simulation"] = r.simulation;
+  if (!r.machine.empty()) j["machine"] = r.machine;
+  if (r.cluster) j["layer_efficiency"] = layer_efficiency(L, o.model, *r.cluster);
   return j;
 }
 
 void print_plan(const PlanJobOptions& o, const PlanResult& r) {
   print_layout(o, r);
-  if (!r.simulation.is_null()) print_simulation(r.simulation, o.simulate);
+  if (!r.simulation.is_null()) {
+    print_simulation(r.simulation, o.simulate);
+    explain_simulation(o, r);
+  }
   std::printf("why:\n");
   for (const auto& reason : r.layout.reasons) std::printf("  - %s\n", reason.c_str());
 }

@@ -1,5 +1,6 @@
 #include "tessera/engine/simulate_job.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -28,6 +29,33 @@ CalibratedCluster resolve_cluster(const SimulateOptions& f) {
     c.nodes = f.nodes;
   }
   return out;
+}
+
+// The network's input side: --input-side checked against the model (a seed U-Net takes any
+// side: its pooling floors), or --tile's inset (default 512, clamped to the image) grown by
+// r + 2ε, as `tessera plan` grows its inset. Refusals name a side that would do.
+int64_t input_side(const SimulateOptions& f) {
+  const UNetOptions& m = f.model;
+  const bool seed = m.name.rfind("s0-", 0) == 0;
+  const int64_t a = unet_alignment(m), grow = unet_remainder(m) + 2 * unet_halo(m);
+  if (f.input_side > 0) {
+    if (seed || unet_output_size(m, f.input_side)) return f.input_side;
+    const int64_t below = (f.input_side - grow) / a * a + grow;
+    throw Error(fmt::format("--input-side {} is not a valid input for {} (valid sides are S + {}, S a multiple of {}): "
+                            "{}{} would do, or give --tile, the inset",
+                            f.input_side, f.model_preset, grow, a, below > grow ? fmt::format("{} or ", below) : "",
+                            below + a));
+  }
+  int64_t inset = f.tile;
+  if (inset == 0) {
+    int64_t largest = 0;
+    for (int64_t e : parse_image(f.image)) largest = std::max(largest, e);
+    inset = std::min<int64_t>(512, (largest + a - 1) / a * a);
+  }
+  if (inset % a != 0)
+    throw Error(fmt::format("--tile {} is not a multiple of {} ({}'s alignment): {}{} would do", inset, a, f.model_preset,
+                            inset / a * a > 0 ? fmt::format("{} or ", inset / a * a) : "", (inset / a + 1) * a));
+  return inset + grow;
 }
 
 parallel::SimulationOptions options_for(const SimulateOptions& f, int64_t side, const parallel::LayerTimeCalibration& times) {
@@ -64,7 +92,7 @@ void write_gantt(const SimulateOptions& f, const SimulatedPass& pass) {
 SimulatedPass simulate_pass(const SimulateOptions& f) {
   validate_model(f.model);
   const CalibratedCluster rc = resolve_cluster(f);
-  parallel::SimulationOptions o = options_for(f, f.tile, rc.times);
+  parallel::SimulationOptions o = options_for(f, input_side(f), rc.times);
   parallel::SimulationResult r = parallel::simulate(o, rc.cluster);
   return {std::move(o), rc.cluster, std::move(r)};
 }
@@ -75,13 +103,19 @@ void print_simulated_pass(const SimulateOptions& f, const SimulatedPass& pass) {
   const parallel::ClusterModel& c = pass.cluster;
   const auto& b = r.breakdown;
   const int devices = o.data_parallel * o.pipeline_stages * o.spatial;
-  std::cout << fmt::format("simulate {} on {} ({} nodes × {} {}), {}, {}\n", f.model_preset, c.name, c.nodes,
-                           c.devices_per_node, c.device.name, o.training ? "training" : "inference",
-                           to_string(o.precision));
+  // The nodes the layout occupies (devices packed onto nodes), not all the cluster has.
+  const int nodes_used = int((devices + c.devices_per_node - 1) / c.devices_per_node);
+  std::cout << fmt::format("simulate {} on {} ({} of its {} nodes × {} {}), {}, {}\n", f.model_preset, c.name,
+                           nodes_used, c.nodes, c.devices_per_node, c.device.name,
+                           o.training ? "training" : "inference", to_string(o.precision));
   std::cout << fmt::format("  layout        dp {} × pp {} × sp {} = {} devices, M = {}, {}, balance {{{}}}\n",
                            o.data_parallel, o.pipeline_stages, o.spatial, devices, o.micro_batches,
                            to_string(o.schedule), fmt::join(r.balance, ", "));
-  std::cout << fmt::format("  tiles         input side {}, {} tiles per pass, {} steps\n", o.sequence.input_side,
+  std::cout << fmt::format("  tiles         input side {}{}, {} tiles per pass, {} steps\n", o.sequence.input_side,
+                           f.input_side > 0 ? " (--input-side)"
+                                            : fmt::format(" (inset {} + {})", o.sequence.input_side -
+                                                                                  unet_remainder(f.model) - 2 * unet_halo(f.model),
+                                                          unet_remainder(f.model) + 2 * unet_halo(f.model)),
                            o.tiles, r.steps);
   std::cout << fmt::format("  one tile      {:.3g} TFLOP {}, {:.3f} s on one device ({:.1f}% of peak)\n",
                            r.tile_flops / 1e12, o.training ? "forward + backward" : "forward", r.tile_seconds,

@@ -23,7 +23,10 @@ void SimulateOptions::validate() const {
   parse_image(image);  // names --image
   at_least("--images", images, 1);
   at_least("--tiles", tiles, 0);
-  at_least("--tile", tile, 1);
+  at_least("--tile", tile, 0);
+  at_least("--input-side", input_side, 0);
+  if (tile > 0 && input_side > 0)
+    throw Error("--tile (the inset each tile keeps) and --input-side (the network's input) both given; give one");
   at_least("--nodes", nodes, 0);
   at_least("--dp", dp, 1);
   at_least("--pp", pp, 1);

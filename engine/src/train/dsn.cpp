@@ -133,7 +133,9 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
   if (root_rank) {
     c.parallel.dp = hooks.replicas();
     std::filesystem::create_directories(t.run_dir);
-    write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(c)});
+    RunConfig resolved = c;
+    absolute_data_paths(resolved, config);
+    write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(resolved)});
     for (const std::string& note : data.source.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
     print_dsn_plan(c, dsn_options, hooks, groups, world.size(), threads);
   }

@@ -137,7 +137,8 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
 }
 
 // RUN/config.yaml: every field as this run uses it (the grid as resolved), written staged.
-void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid) {
+void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config) {
+  absolute_data_paths(c, config);
   c.parallel.dp = grid.shape().data;
   c.parallel.pp = grid.shape().pipeline;
   c.parallel.sp = grid.shape().spatial;

@@ -51,6 +51,21 @@ std::string config_relative(const std::string& config, const std::string& p) {
   return (fs::path(config).parent_path() / p).lexically_normal().string();
 }
 
+void absolute_data_paths(RunConfig& c, const std::string& config) {
+  namespace fs = std::filesystem;
+  const auto absolute = [&](std::string& p) {
+    if (!p.empty()) p = fs::absolute(config_relative(config, p)).lexically_normal().string();
+  };
+  for (std::vector<PairConfig>* pairs : {&c.data.pairs, &c.data.source.pairs})
+    for (PairConfig& p : *pairs) {
+      absolute(p.image);
+      absolute(p.labels);
+    }
+  for (TargetConfig& t : c.data.targets)
+    for (std::string& image : t.images) absolute(image);
+  absolute(c.data.dataset);
+}
+
 RunConfig load_run_config(const std::string& config) {
   RunConfig c = read_run_config(ConfigFile::load(config));
   c.train.run_dir = config_relative(config, c.train.run_dir);
@@ -89,7 +104,7 @@ void TrainJob::run() {
   torch::manual_seed(t.seed);
   UNet net(c.model.options);
   if (root_rank) {
-    write_resolved_config(c, grid);
+    write_resolved_config(c, grid, f.config);
     for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
     print_plan(c, grid, hooks, threads, net);
   }

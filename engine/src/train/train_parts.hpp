@@ -62,8 +62,9 @@ struct Hooks {
   TrainHooks* get() const { return hooks.get(); }
 };
 Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid);
-/// RUN/config.yaml: every field as this run uses it (the grid as resolved), written staged.
-void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid);
+/// RUN/config.yaml: every field as this run uses it (the grid as resolved, data paths absolute:
+/// absolute_data_paths, read relative to `config`), written staged.
+void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config);
 
 // ---- reports.cpp --------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ struct DeviceMonitor::Impl {
   PipelineStageSample stage;
   DeviceSummary summary;
   double util_sum = 0;
+  double last_cpu_seconds = -1, last_time = 0;  // the previous sample's, for process_cpu_pct
   std::thread thread;
 
   explicit Impl(DeviceMonitorOptions o) : options(std::move(o)), probe(/*use_gpus=*/options.device >= 0) {
@@ -60,6 +61,15 @@ struct DeviceMonitor::Impl {
     s.util_pct = r->util_pct;
     s.temperature_c = r->temperature_c;
     s.power_w = r->power_w;
+  }
+
+  // This process's CPU use since the previous sample (none before the first).
+  void read_process_cpu(TelemetrySample& s) {
+    const double cpu = process_cpu_seconds();
+    if (last_cpu_seconds >= 0 && s.time > last_time)
+      s.process_cpu_pct = std::max(0.0, 100.0 * (cpu - last_cpu_seconds) / (s.time - last_time));
+    last_cpu_seconds = cpu;
+    last_time = s.time;
   }
 
   void add_to_summary(const TelemetrySample& s) {
@@ -125,6 +135,7 @@ void DeviceMonitor::sample_now() {
   s.phase = impl_->phase;
   impl_->read_device(s);
   s.process_rss_bytes = resident_bytes();
+  impl_->read_process_cpu(s);
   s.step = step_.load();
   s.tiles_done = tiles_.load();
   s.stage = impl_->stage;

@@ -3,19 +3,23 @@
 // inset and tiling, pipeline stages with their balance or spatial parallelism (a tile split
 // over sp ranks, `same` padding), micro-batches, data-parallel degree, predicted memory and
 // time, and which limit binds (the search: parallel/plan/plan.hpp). Times and memory come from
-// the calibration file when it holds this model (calibration.hpp); with `simulate` the chosen
-// layout also runs through the discrete-event simulator on that cluster.
+// the calibration file when it holds this model (calibration.hpp), or with `cluster` from a
+// cluster description (its device's memory, sustained FLOP/s = FP32 peak × e_max, memory
+// bandwidth, network); with `simulate` the chosen layout also runs through the discrete-event
+// simulator on that cluster, and the report says why the two step times differ.
 //
 // calibrate_model(): `plan --calibrate` times forward + backward of the network on this
 // machine (LibTorch, one tile), stores the sustained FLOP/s per model in the calibration file,
 // then measures every layer's memory beyond the stage model at two tile insets (half the
 // calibration tile and the whole) and stores the per-layer fit (LayerMemoryCalibration) and
 // the layer times, which later plans and `tessera bench pipeline` use. Torch-free header.
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "tessera/engine/plan_options.hpp"
+#include "tessera/parallel/plan/cluster.hpp"
 #include "tessera/parallel/plan/plan.hpp"
 
 namespace tessera::engine {
@@ -26,6 +30,8 @@ struct PlanResult {
   parallel::Layout layout;
   std::string time_source = "default CPU figure";
   std::string memory_source;
+  std::string machine;        ///< with `cluster`: the device and network priced, one line; else empty
+  std::optional<parallel::ClusterModel> cluster;  ///< with `cluster`: the cluster priced
   nlohmann::json simulation;  ///< with `simulate`: simulation_json() plus cluster, file; else null
 };
 
@@ -35,6 +41,11 @@ PlanResult plan_layout(const PlanJobOptions& o);
 
 /// What `plan --json` prints.
 nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r);
+
+/// The convolutions' FLOP-weighted efficiency on `cluster`'s device at the layout's tile
+/// (Σ flops / Σ flops / e(positions of each layer's output)): what the simulator runs them at,
+/// where the plan prices them all at e_max.
+double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster);
 
 /// What `plan` prints: the layout, the simulation when there is one, the reasons.
 void print_plan(const PlanJobOptions& o, const PlanResult& r);

@@ -30,6 +30,7 @@ struct PlanJobOptions {
   // the machine
   double throughput = 0;    ///< sustained GFLOP/s per device; 0 = the calibration's or the default
   std::string calibration;  ///< "" = ~/.cache/tessera/calibration.json
+  std::string cluster;      ///< a cluster description whose devices and network the plan prices (clusters/*.yaml)
   std::string simulate;     ///< a cluster description: the chosen layout also simulated on it
   // what it prints
   bool json = false;
@@ -58,6 +59,10 @@ void fields(PlanJobOptions& o, V& v) {
   v.field("throughput", o.throughput,
           "Sustained GFLOP/s per device (overrides calibration; 0, the default: the calibration's or a CPU figure)");
   v.field("calibration", o.calibration, "Calibration file (default ~/.cache/tessera/calibration.json)");
+  v.field("cluster", o.cluster,
+          "Price the plan on this cluster description (clusters/*.yaml): its device's memory (instead of "
+          "--device-memory), FP32 peak × sustained efficiency e_max (or this machine's calibration for a 'calibrated' "
+          "device), memory bandwidth and network");
   v.field("simulate", o.simulate,
           "Also simulate the chosen layout on this cluster description (clusters/*.yaml) and print it beside the plan");
   v.field("calibrate", o.calibrate,

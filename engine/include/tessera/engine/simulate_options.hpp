@@ -6,7 +6,8 @@
 // the built-in family is. Torch-free.
 //
 // Numbers that were "not given" are 0 here: --tiles 0 counts the tiles of --image × --images,
-// --nodes 0 uses all of the cluster's.
+// --nodes 0 uses all of the cluster's, --tile 0 is 512 (or the image, when smaller) unless
+// --input-side gives the network's input side instead.
 #include <cstdint>
 #include <string>
 
@@ -22,7 +23,8 @@ struct SimulateOptions {
   std::string image = "10000x10000";
   int64_t images = 1;
   int64_t tiles = 0;  ///< 0 = the tiles of `images` images of `image`
-  int64_t tile = 512;  ///< network input side
+  int64_t tile = 0;        ///< tile inset, as in `tessera plan` (input side = inset + r + 2ε); 0 = 512, clamped to the image
+  int64_t input_side = 0;  ///< the network's input side instead of `tile` (a paper's tile size); 0 = from `tile`
   bool infer = false;
   // the layout
   int nodes = 0;  ///< 0 = the cluster's
@@ -57,7 +59,11 @@ void fields(SimulateOptions& o, V& v) {
   v.field("micro_batches", o.micro_batches, "Micro-batches per step and replica");
   v.field("batch", o.batch, "Tiles per micro-batch");
   v.field("adam", o.adam, "Add the Adam update after the allreduce (training)");
-  v.field("tile", o.tile, "Network input side per tile");
+  v.field("tile", o.tile,
+          "Tile inset: the output pixels each tile keeps, as in `tessera plan` (a multiple of the model's alignment; the "
+          "network reads inset + r + 2ε). 0, the default: 512, or the image's largest side when smaller");
+  v.field("input_side", o.input_side,
+          "The network's input side per tile instead of --tile (e.g. a paper's 1434); 0, the default: from --tile");
   v.field("schedule", o.schedule, "gpipe or 1f1b");
   v.field("balance", o.balance, "Stage balance: time, memory or naive");
   v.field("precision", o.precision, "fp32, fp16 or bf16");

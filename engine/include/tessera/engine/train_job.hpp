@@ -31,6 +31,10 @@ RunConfig load_run_config(const std::string& config);
 /// A path as a config file gives it, relative to the file.
 std::string config_relative(const std::string& config, const std::string& path);
 
+/// Every data path of `c` (pairs, source pairs, target images, dataset) made absolute, read
+/// relative to `config`: RUN/config.yaml names its images wherever the run directory is read from.
+void absolute_data_paths(RunConfig& c, const std::string& config);
+
 class TrainJob {
  public:
   TrainJob(RunConfig config, TrainRequest request);

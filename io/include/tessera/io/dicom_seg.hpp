@@ -17,12 +17,16 @@
 //     is Tessera's (it made the SEG); Referenced Series Sequence lists every source instance.
 // The labels are kept in memory (one byte per voxel); commit() writes the file staged
 // (tessera/run/staged_file.hpp). DCMTK types stay in io/src. Not thread safe.
+// Reading (any writer's SEG, e.g. for the viewer): read_dicom_seg places each frame on a
+// volume's voxel grid by its own Plane Position (io/src/dicom_seg_read.cpp).
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tessera/core/colors.hpp"
 #include "tessera/core/image_source.hpp"
 
 namespace tessera::io {
@@ -93,5 +97,32 @@ class DicomSegWriter final : public LabelSink {
   std::vector<uint8_t> labels_;  // z-major, x fastest
   bool committed_ = false;
 };
+
+/// One segment of a DICOM SEG read back: its number (the label value it gets on the grid),
+/// Segment Label and Recommended Display CIELab value as sRGB (absent when not stored).
+struct DicomSegSegment {
+  int number = 0;
+  std::string label;
+  std::optional<Rgb> color;
+};
+
+/// A DICOM SEG placed on a volume's voxel grid: label value = segment number (0: no segment;
+/// where segments overlap, the higher number wins), z-major with x fastest like VolumeReader.
+struct DicomSegLabels {
+  std::vector<uint8_t> labels;
+  std::vector<DicomSegSegment> segments;  ///< increasing number
+};
+
+/// True when `path` is a file whose SOP Class is Segmentation Storage (reads the header only).
+bool is_dicom_seg(const std::string& path);
+
+/// Reads the SEG at `path` (BINARY or FRACTIONAL, the latter thresholded at half its maximum)
+/// through DCMTK and places each frame by its Plane Position / Orientation and Pixel Measures
+/// onto the grid of `extent` (z, y, x) and `geo` (spacing, origin, direction: the source
+/// volume as VolumeReader reports it), so the order of its frames does not matter. Throws
+/// tessera::Error("<path>: …") for a file that is not a SEG, more than 254 segments, or a
+/// frame that does not lie on that grid (another orientation or spacing, between slices, or
+/// outside the volume): the SEG was made for another series.
+DicomSegLabels read_dicom_seg(const std::string& path, const Index& extent, const Georeference& geo);
 
 }  // namespace tessera::io

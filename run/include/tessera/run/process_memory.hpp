@@ -1,7 +1,8 @@
 #pragma once
 // This process's memory as the operating system sees it (Linux /proc/self/status), for
 // measuring the peak memory of a piece of work: what the pipeline benchmark and the memory
-// calibration compare with the planner's model. Torch-free.
+// calibration compare with the planner's model; and its CPU time, for the telemetry's
+// per-process load. Torch-free.
 #include <cstdint>
 
 namespace tessera {
@@ -9,6 +10,9 @@ namespace tessera {
 /// Resident set size now (VmRSS), bytes. Throws tessera::Error when /proc/self/status has
 /// no such field (not Linux).
 int64_t resident_bytes();
+
+/// CPU time this process has used so far, user + system, all threads (getrusage), seconds.
+double process_cpu_seconds();
 
 /// Peak resident set size (VmHWM) since the process started or a PeakMemoryMeter reset it.
 int64_t peak_resident_bytes();

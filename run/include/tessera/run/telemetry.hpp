@@ -9,7 +9,8 @@
 // (device memory allocated by anyone); for the CPU it is the host's memory in use, MemTotal −
 // MemAvailable from /proc/meminfo. mem_total_bytes is the same device's capacity, so
 // used / total is how full the device is — what runs out first. What the rank's own process
-// holds is a separate field, process_rss_bytes.
+// holds is a separate field, process_rss_bytes, and so is its CPU time, process_cpu_pct: on a
+// CPU every rank of a host shares the host figures, so a rank is told apart by these two.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +39,9 @@ struct TelemetrySample {
   int64_t mem_total_bytes = 0;  ///< the device's memory, bytes
   double util_pct = 0;          ///< device busy, 0..100: GPU utilisation (NVML) or host CPU busy (/proc/stat)
   int64_t process_rss_bytes = 0;  ///< this rank's process: resident set size, bytes (0: not reported)
+  /// This rank's process: CPU time (user + system) since its previous sample over the wall time
+  /// between them, % of one core (top's convention: 200 = two cores busy). Unset: not reported.
+  std::optional<double> process_cpu_pct;
   std::optional<double> temperature_c;  ///< GPU temperature, °C (when NVML reports it)
   std::optional<double> power_w;        ///< GPU power draw, W (when NVML reports it)
   int64_t step = 0;        ///< the last training step started (0 before the first)
