@@ -64,7 +64,7 @@ void fields(SimulateOptions& o, V& v) {
   v.field("precision", o.precision, "fp32, fp16 or bf16");
   v.field("activation_checkpoint", o.activation_checkpoint,
           "never, always or except_last: recompute each micro-batch's forward before its backward (GPipe's "
-          "checkpoint; the seed tables use except_last, torchgpipe's default)");
+          "checkpoint; --seed-tables runs `always` unless another is given)");
   v.field("per_tile_overhead", o.per_tile_overhead, "Host seconds per tile (window extraction, stitching)");
   v.field("infer", o.infer, "Inference (forward only) instead of training");
   v.field("gantt", o.gantt, "Write the step's schedule as an SVG Gantt chart");
