@@ -46,7 +46,8 @@ nlohmann::json simulation_json(const parallel::SimulationResult& r, const parall
             {"io", b.io},
             {"optimizer", b.optimizer}}},
           {"device_peak_bytes", r.device_peak_bytes},
-          {"fits_memory", r.fits_memory}};
+          {"fits_memory", r.fits_memory},
+          {"activation_checkpoint", to_string(o.checkpoint)}};
 }
 
 }  // namespace tessera::engine

@@ -38,6 +38,7 @@ void SimulateOptions::validate() const {
   check_flag("--schedule", [&] { parse_pipeline_schedule(schedule); });
   check_flag("--balance", [&] { parallel::parse_balance_strategy(balance); });
   check_flag("--precision", [&] { parse_precision(precision); });
+  check_flag("--activation-checkpoint", [&] { parse_activation_checkpoint(activation_checkpoint); });
 }
 
 }  // namespace tessera::engine

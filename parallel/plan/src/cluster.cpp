@@ -110,6 +110,9 @@ ClusterModel load_cluster(const std::filesystem::path& path) {
                    {"memory_bytes_per_second", set(d.memory_bytes_per_second)},
                    {"baseline_mib", set(baseline_mib)},
                    {"launch_seconds", set(d.launch_seconds)},
+                   {"convolutions", [&d, &path](const YAML::Node& n, const std::string&) {
+                      d.convolutions = load_conv_table(path.parent_path() / n.as<std::string>());
+                    }},
                    {"efficiency", [&d](const YAML::Node& n, const std::string& where) {
                       read_map(n, where, {{"max", set(d.efficiency.max)}, {"half_side", set(d.efficiency.half_side)}});
                     }}};

@@ -11,12 +11,6 @@
 namespace tessera::parallel {
 namespace {
 
-int64_t positions(const Layer& l, int dims) {
-  int64_t n = 1;
-  for (int a = 0; a < dims; ++a) n *= l.out_side;
-  return n;
-}
-
 int64_t activation_bytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 
 // Bytes stage s sends to s + 1 per micro-batch: its last layer's output and every skip
@@ -35,10 +29,16 @@ double send_seconds(double bytes, int s, const ClusterModel& c) {
                       : c.intra_node_latency_seconds + bytes / c.intra_node_bytes_per_second;
 }
 
+StageMemoryOptions memory_options(const SimulationOptions& o) {
+  return StageMemoryOptions{}
+      .with_micro_batches(o.micro_batches)
+      .with_schedule(o.schedule)
+      .with_training(o.training)
+      .with_checkpoint(o.training ? o.checkpoint : ActivationCheckpoint::kNever);
+}
+
 Partition cut_stages(const SimulationOptions& o, const std::vector<double>& train_seconds) {
-  const StageMemoryOptions mem =
-      StageMemoryOptions{}.with_micro_batches(o.micro_batches).with_schedule(o.schedule).with_training(o.training);
-  return balance(o.balance, o.sequence, o.pipeline_stages, mem, train_seconds);
+  return balance(o.balance, o.sequence, o.pipeline_stages, memory_options(o), train_seconds);
 }
 
 int64_t input_tile_bytes(const SimulationOptions& o) {
@@ -76,19 +76,6 @@ void SimulationOptions::validate(const ClusterModel& c) const {
   if (per_tile_overhead_seconds < 0) throw Error("per-tile overhead must be >= 0");
 }
 
-std::vector<double> layer_forward_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p) {
-  const double peak = d.peak_flops(p);
-  std::vector<double> t;
-  t.reserve(seq.layers.size());
-  for (const Layer& l : seq.layers) {
-    double s = d.launch_seconds;
-    s += static_cast<double>(activation_bytes(p) * (l.in_elements + l.out_elements)) / d.memory_bytes_per_second;
-    if (l.flops > 0) s += l.flops / (peak * d.efficiency.at(static_cast<double>(positions(l, seq.options.dims))));
-    t.push_back(s);
-  }
-  return t;
-}
-
 namespace {
 
 // Spatial ranks: the largest block's share of the tile, its halo exchanges' seconds per
@@ -119,10 +106,10 @@ SpatialShare spatial_share(const SimulationOptions& o, const ClusterModel& c) {
   return share;
 }
 
-// Every stage's forward, backward, send, allreduce and update seconds per micro-batch, and
-// the read of one micro-batch's tiles.
+// Every stage's forward, backward, send, allreduce, update and recompute seconds per
+// micro-batch (`pass`: each layer's seconds for one micro-batch), and the read of its tiles.
 StageCosts stage_costs(const SimulationOptions& o, const ClusterModel& c, const Partition& part,
-                       const std::vector<double>& forward, const SpatialShare& share) {
+                       const LayerPassSeconds& pass, const SpatialShare& share) {
   const LayerSequence& seq = o.sequence;
   const int K = o.pipeline_stages;
   StageCosts costs;
@@ -135,21 +122,25 @@ StageCosts stage_costs(const SimulationOptions& o, const ClusterModel& c, const 
   const int per_node = std::max(1, c.devices_per_node / K);
   for (int s = 0; s < K; ++s) {
     const int first = part.first(s), last = first + part.sizes[s] - 1;
-    double f = 0, params = 0;
+    double f = 0, bwd = 0, params = 0;
     for (int l = first; l <= last; ++l) {
-      f += forward[l];
+      f += pass.forward[l];
+      bwd += pass.backward[l];
       params += static_cast<double>(seq.layers[l].params);
     }
-    f *= share.block_share * b;
+    f *= share.block_share;
+    bwd *= share.block_share;
     // Halo exchanges: half in the forward, half in the backward (training).
     const double halo_f = o.training ? share.halo_per_micro_batch / 2 : share.halo_per_micro_batch;
     costs.forward.push_back(f + halo_f);
-    if (o.training) costs.backward.push_back(2 * f + share.halo_per_micro_batch - halo_f);
+    if (o.training) costs.backward.push_back(bwd + share.halo_per_micro_batch - halo_f);
+    if (o.training && o.checkpoint != ActivationCheckpoint::kNever) costs.recompute.push_back(f);
     if (s + 1 < K) costs.send.push_back(send_seconds(b * cut_bytes(seq, last, o.precision), s, c));
     if (o.training)
       costs.allreduce.push_back(hierarchical_allreduce_seconds(4 * params, o.data_parallel * o.spatial, per_node, c));
     if (o.training && o.optimizer_step) costs.update.push_back(28 * params / c.device.memory_bytes_per_second);
   }
+  costs.recompute_last = o.checkpoint == ActivationCheckpoint::kAlways;
   return costs;
 }
 
@@ -180,22 +171,27 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   const int K = o.pipeline_stages, M = o.micro_batches;
   SimulationResult r;
 
-  // Forward seconds per layer and tile: measured (a third of forward + backward) or modelled.
-  std::vector<double> forward;
-  if (o.layer_train_seconds.empty()) {
-    forward = layer_forward_seconds(seq, c.device, o.precision);
-  } else {
-    for (double t : o.layer_train_seconds) forward.push_back(t / 3.0);
-  }
-  const double pass_factor = o.training ? 3.0 : 1.0;  // backward ≈ 2 × forward
-  for (double f : forward) r.layer_seconds.push_back(f * pass_factor);
+  // Seconds per layer for one tile and for one micro-batch: measured (forward + backward
+  // split 1 : 2, b × one tile) or modelled.
+  auto layer_seconds = [&](int tiles) {
+    if (o.layer_train_seconds.empty()) return layer_pass_seconds(seq, c.device, o.precision, tiles);
+    LayerPassSeconds m;
+    for (double t : o.layer_train_seconds) {
+      m.forward.push_back(tiles * t / 3.0);
+      m.backward.push_back(tiles * 2 * t / 3.0);
+    }
+    return m;
+  };
+  const LayerPassSeconds tile = layer_seconds(1);
+  for (size_t l = 0; l < tile.forward.size(); ++l)
+    r.layer_seconds.push_back(tile.forward[l] + (o.training ? tile.backward[l] : 0.0));
   r.tile_seconds = std::accumulate(r.layer_seconds.begin(), r.layer_seconds.end(), 0.0);
-  r.tile_flops = seq.flops() * pass_factor;
+  r.tile_flops = seq.flops() * (o.training ? 3.0 : 1.0);
 
   const Partition part = cut_stages(o, r.layer_seconds);
   r.balance = part.sizes;
   const SpatialShare share = spatial_share(o, c);
-  const StageCosts costs = stage_costs(o, c, part, forward, share);
+  const StageCosts costs = stage_costs(o, c, part, layer_seconds(o.tiles_per_micro_batch), share);
   const ScheduleResult step = simulate_schedule(costs, M, o.schedule);
   r.events = step.events;
   r.step_seconds = step.makespan;
@@ -207,8 +203,7 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   const double n = static_cast<double>(r.steps);
   r.breakdown = {t.compute * n, t.bubble * n, t.halo * n, t.allreduce * n, t.io * n, t.optimizer * n};
 
-  const StageMemoryOptions mem =
-      StageMemoryOptions{}.with_micro_batches(M).with_schedule(o.schedule).with_training(o.training);
+  const StageMemoryOptions mem = memory_options(o);
   for (int s = 0; s < K; ++s) {
     const int first = part.first(s), last = first + part.sizes[s] - 1;
     const int64_t bytes = o.spatial > 1 ? share.bytes : stage_bytes(seq, first, last, K - s, mem);

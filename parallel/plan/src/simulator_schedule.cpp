@@ -43,6 +43,19 @@ std::vector<Op> stage_order(int s, int K, int M, bool training, PipelineSchedule
 
 constexpr double kNotYet = -1;
 
+// An op's seconds on stage s; a checkpointed micro-batch's backward first reruns its forward
+// (every micro-batch's, or all but the last's).
+double op_seconds(const StageCosts& costs, int s, const Op& op, int M) {
+  switch (op.kind) {
+    case ScheduleEvent::Kind::kRead: return costs.read;
+    case ScheduleEvent::Kind::kForward: return costs.forward[s];
+    default: {
+      const bool rerun = !costs.recompute.empty() && (costs.recompute_last || op.micro_batch != M - 1);
+      return costs.backward[s] + (rerun ? costs.recompute[s] : 0.0);
+    }
+  }
+}
+
 }  // namespace
 
 std::string to_string(ScheduleEvent::Kind k) {
@@ -67,6 +80,7 @@ ScheduleResult simulate_schedule(const StageCosts& costs, int micro_batches, Pip
   TESSERA_CHECK(static_cast<int>(costs.send.size()) == K - 1);
   TESSERA_CHECK(costs.allreduce.empty() || static_cast<int>(costs.allreduce.size()) == K);
   TESSERA_CHECK(costs.update.empty() || static_cast<int>(costs.update.size()) == K);
+  TESSERA_CHECK(costs.recompute.empty() || static_cast<int>(costs.recompute.size()) == K);
 
   // end times of each stage's forward / backward per micro-batch (kNotYet until simulated)
   std::vector<std::vector<double>> f_end(K, std::vector<double>(M, kNotYet)), b_end = f_end;
@@ -90,13 +104,7 @@ ScheduleResult simulate_schedule(const StageCosts& costs, int micro_batches, Pip
       default: return 0;
     }
   };
-  auto duration = [&](int s, const Op& op) {
-    switch (op.kind) {
-      case ScheduleEvent::Kind::kRead: return costs.read;
-      case ScheduleEvent::Kind::kForward: return costs.forward[s];
-      default: return costs.backward[s];
-    }
-  };
+  auto duration = [&](int s, const Op& op) { return op_seconds(costs, s, op, M); };
 
   for (bool progress = true; progress;) {
     progress = false;

@@ -35,6 +35,7 @@ struct SimulateOptions {
   std::string schedule = "gpipe";  ///< gpipe or 1f1b
   std::string balance = "time";    ///< time, memory or naive
   std::string precision = "fp32";  ///< fp32, fp16 or bf16
+  std::string activation_checkpoint = "never";  ///< never, always or except_last (training)
   double per_tile_overhead = 0;    ///< host seconds per tile
   // what it writes
   std::string gantt;  ///< "" = none
@@ -67,6 +68,9 @@ void fields(SimulateOptions& o, V& v) {
   v.field("schedule", o.schedule, "gpipe or 1f1b");
   v.field("balance", o.balance, "Stage balance: time, memory or naive");
   v.field("precision", o.precision, "fp32, fp16 or bf16");
+  v.field("activation_checkpoint", o.activation_checkpoint,
+          "never, always or except_last: recompute each micro-batch's forward before its backward (GPipe's "
+          "checkpoint; --seed-tables runs `always` unless another is given)");
   v.field("per_tile_overhead", o.per_tile_overhead, "Host seconds per tile (window extraction, stitching)");
   v.field("infer", o.infer, "Inference (forward only) instead of training");
   v.field("gantt", o.gantt, "Write the step's schedule as an SVG Gantt chart");

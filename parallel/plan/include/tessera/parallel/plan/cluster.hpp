@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tessera/core/precision.hpp"
+#include "tessera/parallel/plan/conv_table.hpp"
 
 namespace tessera::parallel {
 
@@ -34,8 +35,9 @@ struct DeviceModel {
   int64_t memory_bytes = int64_t{16} << 30;
   double memory_bytes_per_second = 10e9;  ///< element-wise layers' traffic (HBM / DRAM)
   int64_t baseline_bytes = int64_t{256} << 20;  ///< per process: runtime, context, allocator
-  double launch_seconds = 10e-6;  ///< α_launch: host overhead per layer launch (forward or backward)
-  EfficiencyCurve efficiency;
+  double launch_seconds = 10e-6;  ///< α_launch: host overhead per layer and pass (forward 1, backward 2)
+  EfficiencyCurve efficiency;  ///< convolutions when `convolutions` is empty (an assumed curve)
+  ConvTable convolutions;      ///< measured convolution kernels (conv_table.hpp); empty: the curve
   /// True when fp32_flops should be replaced by `tessera plan --calibrate`'s sustained FLOP/s
   /// (the CLI does it; the efficiency curve then applies on top of a measured rate).
   bool fp32_from_calibration = false;
@@ -62,7 +64,8 @@ struct ClusterModel {
 
 /// Reads a cluster description (clusters/*.yaml): keys name, nodes, devices_per_node,
 /// device {name, fp32_flops (a number or "calibrated"), fp16_flops, bf16_flops, memory_gib,
-/// memory_bytes_per_second, baseline_mib, launch_seconds, efficiency {max, half_side}},
+/// memory_bytes_per_second, baseline_mib, launch_seconds, efficiency {max, half_side},
+/// convolutions (a conv table, clusters/devices/*.yaml, relative to this file)},
 /// intra_node {bytes_per_second, latency_seconds}, inter_node {…}, io {bytes_per_second_per_node}.
 /// Unknown keys and bad values are tessera::Error naming the file and the key.
 ClusterModel load_cluster(const std::filesystem::path& path);

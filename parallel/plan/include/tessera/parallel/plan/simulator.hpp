@@ -4,11 +4,24 @@
 // M micro-batches of one tile per step — on a described cluster (parallel/cluster.hpp).
 //
 // What is simulated, per step (every replica runs the same step, so one is simulated):
-//   - per layer, from the layer sequence (core/layer_sequence.hpp): forward seconds =
-//     FLOPs / (peak × eff(positions)) + 4 B × (in + out elements) / memory bandwidth
-//     + α_launch; backward = 2 × that (training) — or, when given, the layer times measured on
-//     the device (`tessera plan --calibrate`: forward + backward per layer and tile, split 1 : 2);
-//     a micro-batch of b tiles costs b × one tile's time (no batching gain assumed);
+//   - per layer, from the layer sequence (core/layer_sequence.hpp), a roofline for a
+//     micro-batch (layer_pass_seconds): a convolution takes the longer of its compute and its
+//     memory traffic; compute = FLOPs / (peak × efficiency), the efficiency read per pass
+//     (forward, backward-data, backward-weights) off the device's measured convolution table
+//     (conv_table.hpp: DeepBench's kernels, batch-aware, above 1 for Winograd layers), or —
+//     for a device without one — the assumed curve eff(positions) with backward = 2 × forward
+//     and a micro-batch of b tiles costing b × one tile. The memory-bound layers move bytes at
+//     the device's memory bandwidth: norm 3 × its output forward, 5 × backward (the seed's
+//     Dropout2d + InstanceNorm 5 and 7), activation 2 and 3, max pool in + out + int64
+//     indices (backward zero-fills its input gradient), nearest up-sampling in + out each way,
+//     concatenation 2 × out each way, and at the head the loss's 3 + 3 passes over the logits
+//     (in the backward). Each layer adds α_launch forward and 2 α_launch backward. Or, when
+//     given, the layer times measured on the device (`tessera plan --calibrate`: forward +
+//     backward per layer and tile, split 1 : 2, b × one tile);
+//   - activation checkpointing (GPipe's checkpoint = "always" / "except_last"): a
+//     checkpointed micro-batch reruns its stage's forward just before its backward (all of
+//     them, or all but the last, whose backward comes first), and holds only its received
+//     tensors meanwhile (core/memory_model.hpp);
 //   - stages cut by the planner's balance (parallel/planner.hpp: by time by default);
 //   - the pipeline schedule (GPipe or 1F1B) event by event: each stage runs its ops in the
 //     schedule's order, a forward waits for the activation from the stage before (plus its
@@ -56,6 +69,8 @@ struct StageCosts {
   double read = 0;                ///< seconds to read one micro-batch's input before stage 0
   std::vector<double> allreduce;  ///< per stage, after its last backward (empty: none)
   std::vector<double> update;     ///< per stage, after its allreduce: the optimizer step (empty: none)
+  std::vector<double> recompute;  ///< per stage: the forward a checkpointed backward reruns first (empty: none)
+  bool recompute_last = true;     ///< false: the last micro-batch keeps its activations (except_last)
 };
 
 /// The schedule of one step of K = forward.size() stages over M micro-batches: every event and
@@ -82,6 +97,7 @@ struct SimulationOptions {
   bool optimizer_step = false;  ///< an Adam update after the allreduce
   PipelineScheduleKind schedule = PipelineScheduleKind::kGPipe;
   BalanceStrategy balance = BalanceStrategy::kTime;
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;  ///< training pipelines (pp ≥ 1)
   bool training = true;
   Precision precision = Precision::kFp32;
   int64_t input_bytes_per_element = 4;  ///< bytes of one input element as read from storage
@@ -98,6 +114,7 @@ struct SimulationOptions {
   SimulationOptions& with_optimizer_step(bool v) { optimizer_step = v; return *this; }
   SimulationOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   SimulationOptions& with_balance(BalanceStrategy b) { balance = b; return *this; }
+  SimulationOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
   SimulationOptions& with_training(bool t) { training = t; return *this; }
   SimulationOptions& with_precision(Precision p) { precision = p; return *this; }
   SimulationOptions& with_per_tile_overhead_seconds(double s) { per_tile_overhead_seconds = s; return *this; }
@@ -107,7 +124,7 @@ struct SimulationOptions {
 
 /// Where a pass's time goes (seconds per pass; the parts add up to pass_seconds).
 struct TimeBreakdown {
-  double compute = 0;    ///< the busiest stage's forward + backward
+  double compute = 0;    ///< the busiest stage's forward + backward (+ recomputed forwards)
   double bubble = 0;     ///< its idle time inside the pipeline schedule (waits, sends)
   double halo = 0;       ///< spatial halo exchanges (0 without sp)
   double allreduce = 0;  ///< gradient allreduce not hidden (after the backward)
@@ -129,7 +146,12 @@ struct SimulationResult {
   std::vector<ScheduleEvent> events;        ///< one step (the Gantt chart)
 };
 
-/// Per-layer forward seconds of one tile (model in the header comment; no backward).
+/// Per-layer seconds of a micro-batch of `batch` tiles (model in the header comment).
+struct LayerPassSeconds {
+  std::vector<double> forward, backward;
+};
+LayerPassSeconds layer_pass_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p, int batch);
+/// layer_pass_seconds(seq, d, p, 1).forward.
 std::vector<double> layer_forward_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p);
 
 SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c);
