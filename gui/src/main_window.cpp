@@ -216,10 +216,20 @@ void MainWindow::refreshNames() {
   for (size_t i = 0; i < run_class_names_.size() && i < 256; ++i)
     if (names_[i].empty()) names_[i] = run_class_names_[i];
   OverlayStyle style = legend_->style();
-  if (table_) {
+  std::optional<LabelTable> sidecar;  // a label volume's names: NIfTI / NRRD / MHA carry none
+  if (showingVolume() && !labels_path_.isEmpty()) {
+    try {
+      sidecar = label_volume_table(labels_path_.toStdString());
+    } catch (const std::exception& e) {
+      showMessage(QString::fromStdString(e.what()));
+    }
+  }
+  for (const std::optional<LabelTable>* table : {&sidecar, &table_}) {  // the one the user loaded wins
+    if (!*table) continue;
     for (size_t i = 0; i < 256; ++i) {
-      if (!table_->names[i].empty()) names_[i] = table_->names[i];
-      if (table_->colors[i]) style.colors[i] = *table_->colors[i];
+      if (!(*table)->names[i].empty()) names_[i] = (*table)->names[i];
+      if ((*table)->colors[i]) style.colors[i] = *(*table)->colors[i];
+      if ((*table)->visible[i]) style.visible[i] = *(*table)->visible[i];
     }
     legend_->setStyle(style);
   }
