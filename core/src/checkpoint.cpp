@@ -172,10 +172,19 @@ void to_json(nlohmann::json& j, const CheckpointMeta& m) {
          {"clip_high", m.norm.clip_high},
          {"mask", m.norm.mask}}},
        {"class_names", m.class_names},
+       {"background", m.background},
        {"step", m.step},
        {"epoch", m.epoch}};
   if (m.resampling.enabled())
     j["resampling"] = {{"spacing", m.resampling.spacing}, {"image", m.resampling.image}, {"labels", m.resampling.labels}};
+  if (!m.class_colors.empty()) {
+    std::vector<std::string> hex;
+    for (const Rgb& c : m.class_colors) hex.push_back(hex_color(c));
+    j["class_colors"] = hex;
+  }
+  if (!(m.inputs == TrainingInputs{}))
+    j["inputs"] = {{"modality", m.inputs.modality}, {"low", m.inputs.low},          {"high", m.inputs.high},
+                   {"spacing", m.inputs.spacing},   {"spacing_unit", m.inputs.spacing_unit}};
   if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
   if (!m.extra_model.empty()) j["extra_model"] = nlohmann::json::parse(m.extra_model);
 }
@@ -198,6 +207,22 @@ void from_json(const nlohmann::json& j, CheckpointMeta& m) {
     m.resampling.labels = r.value("labels", std::string("nearest"));
   }
   m.class_names = j.at("class_names").get<std::vector<std::string>>();
+  m.class_colors.clear();
+  for (const std::string& hex : j.value("class_colors", std::vector<std::string>{})) {
+    const std::optional<Rgb> c = parse_hex_color(hex);
+    if (!c) throw nlohmann::json::other_error::create(501, "class_colors: '" + hex + "' is not #rrggbb", &j);
+    m.class_colors.push_back(*c);
+  }
+  m.background = j.value("background", std::string("0"));
+  m.inputs = {};
+  if (j.contains("inputs")) {
+    const nlohmann::json& in = j.at("inputs");
+    m.inputs.modality = in.value("modality", std::string());
+    m.inputs.low = in.value("low", std::vector<double>{});
+    m.inputs.high = in.value("high", std::vector<double>{});
+    m.inputs.spacing = in.value("spacing", std::vector<double>{});
+    m.inputs.spacing_unit = in.value("spacing_unit", std::string());
+  }
   m.step = j.value("step", int64_t{0});
   m.epoch = j.value("epoch", int64_t{0});
   m.trainer_state = j.contains("trainer_state") ? j.at("trainer_state").get<std::string>() : std::string();

@@ -5,7 +5,9 @@
 #include <iostream>
 #include <limits>
 
+#include "tessera/core/checkpoint.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/label_sidecars.hpp"
 #include "tessera/io/open_image.hpp"
 
 namespace tessera::engine {
@@ -54,6 +56,17 @@ Counted count_region(const ImageSource& pred, const ImageSource& truth, const Bo
   return c;
 }
 
+// --names, else the checkpoint's, else the prediction's or the truth's own (categories, side files).
+std::vector<std::string> class_names(const EvalOptions& o) {
+  if (!o.names.empty()) return o.names;
+  if (!o.checkpoint.empty()) return read_checkpoint_meta(o.checkpoint).class_names;
+  for (const std::string& path : {o.pred, o.truth}) {
+    std::vector<std::string> names = io::label_class_names(path);
+    if (!names.empty()) return names;
+  }
+  return {};
+}
+
 }  // namespace
 
 void EvalOptions::validate() const {
@@ -85,8 +98,10 @@ Evaluation evaluate(const EvalOptions& o) {
     for (int c = 0; c < kMaxClasses; ++c)
       if (counted.counts.scores(c).truth_pixels + counted.counts.scores(c).predicted_pixels > 0) classes = c + 1;
   std::vector<double> dice_present, iou_present, hd_present;
+  const std::vector<std::string> names = class_names(o);
   for (int c = 0; c < classes; ++c) {
-    ClassEvaluation k{c, c < static_cast<int>(o.names.size()) ? o.names[size_t(c)] : std::to_string(c),
+    const bool named = c < static_cast<int>(names.size()) && !names[size_t(c)].empty();
+    ClassEvaluation k{c, named ? names[size_t(c)] : std::to_string(c),
                       counted.counts.scores(c), std::numeric_limits<double>::quiet_NaN()};
     if (o.hd95) k.hd95 = io::hausdorff_distance(counted.pred, counted.truth, c, e.spacing.step, 95.0);
     if (k.scores.truth_pixels > 0) {  // a class absent from the truth has nothing to find

@@ -77,12 +77,17 @@ std::string join(const std::vector<double>& v) {
 
 void print_text(const ImageInfo& i, const io::DicomReadSummary* dicom) {
   std::printf("%s\n  kind      %s (%s)\n  size      ", i.path.c_str(), i.kind.c_str(), i.format.c_str());
-  for (size_t a = 0; a < i.extent.size(); ++a) std::printf("%s%lld", a ? " x " : "", (long long)i.extent[a]);
-  std::printf(i.kind == "raster" ? " (rows x columns)\n" : " (slices x rows x columns)\n");
+  for (size_t a = i.extent.size(); a-- > 0;)  // x first, as GDAL and nibabel print it
+    std::printf("%lld%s", (long long)i.extent[a], a ? " x " : "");
+  std::printf(i.kind == "raster" ? " (columns x rows)\n" : " (columns x rows x slices)\n");
   std::printf("  channels  %d\n  type      %s\n", i.channels, i.data_type.c_str());
+  std::string nodata;
+  for (size_t c = 0; c < i.nodata.size(); ++c)
+    nodata += (c ? ", " : "") + (i.nodata[c] ? fmt_double(*i.nodata[c]) : std::string("none"));
+  std::printf("  nodata    %s\n", nodata.empty() ? "none" : nodata.c_str());
   if (i.kind == "raster") {
     std::printf("  geotransform  %s\n", i.geo.geotransform.empty() ? "(none)" : join(i.geo.geotransform).c_str());
-    std::printf("  crs       %s\n", i.geo.crs_wkt.empty() ? "(none)" : i.geo.crs_wkt.substr(0, 100).c_str());
+    std::printf("  crs       %s\n", i.geo.crs_wkt.empty() ? "(none)" : i.geo.crs_wkt.c_str());
   } else {
     std::printf("  spacing   %s mm\n  origin    %s mm (LPS)\n  direction %s\n", join(i.geo.spacing).c_str(),
                 join(i.geo.origin).c_str(), join(i.geo.direction).c_str());

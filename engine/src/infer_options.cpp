@@ -20,6 +20,8 @@ void validate_model(const InferOptions& o) {
   if (o.batch < 1) throw Error("--batch: must be >= 1, got " + std::to_string(o.batch));
   if (o.threads < 0) throw Error("--threads: must be >= 0 (0: cores / ranks), got " + std::to_string(o.threads));
   parse_tile_option(o.tile);
+  for (int b : o.bands)
+    if (b < 1) throw Error("--bands: " + std::to_string(b) + " is not a band; bands count from 1 (--bands 1,2,3,3)");
   if (!o.memory_budget.empty()) parse_memory_size(o.memory_budget);
 }
 

@@ -151,6 +151,11 @@ nlohmann::json model_json(const std::string& name, const UNetOptions& o, const s
     const nlohmann::json m = *meta;
     j["normalization"] = m.at("normalization");
     if (m.contains("resampling")) j["resampling"] = m.at("resampling");
+    for (const char* key : {"class_names", "background", "inputs"})
+      if (m.contains(key)) j[key] = m.at(key);
+    nlohmann::json colors = nlohmann::json::array();  // every class's, defaults included
+    for (int k = 0; k < o.classes; ++k) colors.push_back(hex_color(class_color(meta->class_colors, k)));
+    j["class_colors"] = colors;
   }
   j.update(nlohmann::json{{"model", name},
                           {"params", parameter_count(o)},
@@ -175,6 +180,34 @@ nlohmann::json model_json(const std::string& name, const UNetOptions& o, const s
   return j;
 }
 
+std::string numbers(const std::vector<double>& v, const char* sep) {
+  std::string s;
+  for (size_t k = 0; k < v.size(); ++k) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.4g", v[k]);
+    s += (k ? sep : "") + std::string(text);
+  }
+  return s;
+}
+
+// What a checkpoint says about its inputs and classes: what `tessera infer` checks an input
+// against, and the names and colours every output uses.
+void print_training_inputs(const UNetOptions& o, const CheckpointMeta& meta) {
+  const TrainingInputs& in = meta.inputs;
+  std::string trained;
+  if (!in.modality.empty()) trained += in.modality + "; ";
+  for (size_t c = 0; c < in.low.size() && c < in.high.size(); ++c)
+    trained += "channel " + std::to_string(c + 1) + " [" + numbers({in.low[c], in.high[c]}, ", ") + "]" +
+               (c + 1 < in.low.size() ? ", " : " (1st-99th percentile); ");
+  if (!in.spacing.empty()) {
+    std::vector<double> x_first(in.spacing.rbegin(), in.spacing.rend());
+    trained += "pixel " + numbers(x_first, " x ") + " " + in.spacing_unit;
+  }
+  std::printf("  input channels          %d%s\n", o.in_channels,
+              trained.empty() ? " (training inputs not recorded)" : (": " + trained).c_str());
+  std::printf("  %s\n", describe_classes(meta.class_names, meta.class_colors, meta.background).c_str());
+}
+
 void print_unet_text(const std::string& name, const UNetOptions& o, const CheckpointMeta* meta) {
   const int64_t params = parameter_count(o);
   std::printf("%s: %d-D %s, L=%d, n_c=%d, f=%d, %s padding, %s norm, %s decoder\n", name.c_str(), o.dims,
@@ -184,6 +217,7 @@ void print_unet_text(const std::string& name, const UNetOptions& o, const Checkp
   if (meta) {
     std::printf("  normalisation           %s\n", io::describe(meta->norm).c_str());
     std::printf("  resampling              %s\n", describe(meta->resampling).c_str());
+    print_training_inputs(o, *meta);
   }
   if (!o.is_builtin())
     std::printf("  tile geometry           of the U-Net of the same shape (alignment, halo below); its own blocks\n"

@@ -1,5 +1,7 @@
 #include "tessera/engine/run_config.hpp"
 
+#include <algorithm>
+
 #include "tessera/engine/options_yaml.hpp"
 #include "tessera/core/model_registry.hpp"
 
@@ -71,6 +73,33 @@ void require_pairs(const RunConfig& c) {
                   ": required (every pair names an image and its labels)");
 }
 
+// data.classes: a name each, colours as #rrggbb; it fills data.class_names (which, if the file
+// gives it too, must say the same). data.background: 0 or none.
+void take_class_list(const ConfigSection& root, RunConfig& c) {
+  const ConfigSection data = root.section("data");
+  const std::vector<ConfigSection> entries = data.list("classes");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < c.data.classes.size(); ++i) {
+    ClassConfig& k = c.data.classes[i];
+    k.where = i < entries.size() ? entries[i].where() : c.pairs_where;
+    const std::string key = "data.classes[" + std::to_string(i) + "]";
+    if (k.name.empty()) throw Error(k.where + ": " + key + ".name: required (what class " + std::to_string(i) + " is)");
+    if (!k.color.empty() && !parse_hex_color(k.color))
+      throw Error(k.where + ": " + key + ".color '" + k.color + "': expected \"#rrggbb\", e.g. color: \"#1f78b4\" (quoted)");
+    names.push_back(k.name);
+  }
+  if (!c.data.classes.empty()) {
+    if (!c.data.class_names.empty() && c.data.class_names != names)
+      throw Error(data.where("class_names") + ": data.class_names and data.classes name the classes differently; give "
+                  "data.classes only");
+    c.data.class_names = names;
+  }
+  const auto& choices = kBackgroundChoices;
+  if (std::find(std::begin(choices), std::end(choices), c.data.background) == std::end(choices))
+    throw Error(data.where("background") + ": data.background '" + c.data.background +
+                "': expected 0 (class 0 is background) or none (class 0 is a class like any other)");
+}
+
 }  // namespace
 
 RunConfig read_run_config(const ConfigFile& file) {
@@ -87,6 +116,7 @@ RunConfig read_run_config(const ConfigFile& file) {
   file.reject_unknown_keys();  // first: a misspelt key is reported as such, not as a missing one
   locate(root, c);
   require_pairs(c);
+  take_class_list(root, c);
   for (const PairConfig& p : c.data.source.pairs)
     if (p.image.empty() || p.labels.empty())
       throw Error(p.where + ": " + p.prefix + (p.image.empty() ? "image" : "labels") +
@@ -101,6 +131,20 @@ void take_dataset_classes(RunConfig& c, const std::vector<std::string>& dataset_
     throw Error(where + ": data.class_names has " + std::to_string(c.data.class_names.size()) + " names but the dataset has " +
                 std::to_string(n) + " labels");
   if (!c.classes_given) c.model.options.classes = n;
+}
+
+std::vector<Rgb> resolve_class_colors(const DataConfig& d, const std::vector<std::string>& names, int classes,
+                                      const std::string& where) {
+  if (!d.classes.empty() && static_cast<int>(d.classes.size()) != classes)
+    throw Error(where + ": data.classes lists " + std::to_string(d.classes.size()) + " classes but model.classes is " +
+                std::to_string(classes) + " (one {name, color} per label value 0.." + std::to_string(classes - 1) + ")");
+  std::vector<Rgb> colors;
+  for (int k = 0; k < classes; ++k) {
+    const std::string given = k < static_cast<int>(d.classes.size()) ? d.classes[size_t(k)].color : std::string();
+    const std::string name = k < static_cast<int>(names.size()) ? names[size_t(k)] : std::string();
+    colors.push_back(given.empty() ? default_class_color(name, k) : *parse_hex_color(given));
+  }
+  return colors;
 }
 
 std::string resolved_config_yaml(const RunConfig& c) {

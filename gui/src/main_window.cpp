@@ -217,15 +217,26 @@ void MainWindow::refreshNames() {
   for (size_t i = 0; i < run_class_names_.size() && i < 256; ++i)
     if (names_[i].empty()) names_[i] = run_class_names_[i];
   OverlayStyle style = legend_->style();
+  std::optional<LabelTable> sidecar;  // a label volume's names: NIfTI / NRRD / MHA carry none
+  if (showingVolume() && !labels_path_.isEmpty()) {
+    try {
+      sidecar = label_volume_table(labels_path_.toStdString());
+    } catch (const std::exception& e) {
+      showMessage(QString::fromStdString(e.what()));
+    }
+  }
   const auto apply = [&](const LabelTable& table) {
     for (size_t i = 0; i < 256; ++i) {
       if (!table.names[i].empty()) names_[i] = table.names[i];
       if (table.colors[i]) style.colors[i] = *table.colors[i];
+      if (table.visible[i]) style.visible[i] = *table.visible[i];
     }
     legend_->setStyle(style);
   };
-  // The label file's own table (a DICOM SEG's segments), then a table the user loaded.
+  // The label file's own table (a DICOM SEG's segments), its side files (ITK-SNAP, Slicer),
+  // then a table the user loaded: the last wins.
   if (showingVolume() && volume_->volume() && volume_->volume()->label_table) apply(*volume_->volume()->label_table);
+  if (sidecar) apply(*sidecar);
   if (table_) apply(*table_);
   volume_->setLabelNames(names_);
   if (showingVolume() && volume_->volume())

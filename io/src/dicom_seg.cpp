@@ -361,7 +361,7 @@ Uint16 add_segment(DcmSegmentation& doc, const DicomSegOptions& o, int id) {
                            DcmSegTypes::SAT_AUTOMATIC, long_string(o.algorithm_name).c_str()),
         o.path, "segment " + name);
   std::unique_ptr<DcmSegment> segment(raw);
-  const Rgb rgb = label_color(id);
+  const Rgb rgb = class_color(o.class_colors, id);
   const auto lab = dicom_lab_from_srgb(rgb[0], rgb[1], rgb[2]);
   check(segment->setRecommendedDisplayCIELabValue(lab[0], lab[1], lab[2]), o.path, "segment colour");
   Uint16 number = 0;

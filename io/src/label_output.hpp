@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gdal.h>
 
@@ -32,9 +33,9 @@ void publish_label_raster(StagedFile& gtiff, const LabelStyle& style, const Labe
 void translate_to_cog(const std::string& source, const std::string& target, const char* resampling, bool predictor,
                       const std::string& name);
 
-/// The colour table every Tessera label raster carries: label_color per id, nodata
-/// kNoDataLabel transparent black.
-void set_label_colour_table(GDALRasterBandH band);
+/// The colour table every Tessera label raster carries: class_color(colors, id) per id,
+/// nodata kNoDataLabel transparent black.
+void set_label_colour_table(GDALRasterBandH band, const std::vector<Rgb>& colors = {});
 
 /// GDAL's .aux.xml files (PAM) on for this thread while the scope lives; init_gdal turns them
 /// off process-wide so that reading a user's data never leaves one beside it.

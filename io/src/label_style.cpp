@@ -62,13 +62,6 @@ std::string xml_escaped(const std::string& s) {
   return out;
 }
 
-std::string hex_color(int id) {
-  const Rgb c = label_color(id);
-  char text[8];
-  std::snprintf(text, sizeof text, "#%02x%02x%02x", c[0], c[1], c[2]);
-  return text;
-}
-
 // The attribute table of band 1: Value, Class_Name, Red, Green, Blue, Count (one row per id).
 void set_attribute_table(GDALRasterBandH band, const LabelStyle& style, const std::vector<int>& ids,
                          const LabelCounts& counts) {
@@ -86,7 +79,7 @@ void set_attribute_table(GDALRasterBandH band, const LabelStyle& style, const st
   GDALRATSetRowCount(rat, int(ids.size()));
   for (size_t row = 0; row < ids.size(); ++row) {
     const int id = ids[row], r = int(row);
-    const Rgb c = label_color(id);
+    const Rgb c = style.color(id);
     GDALRATSetValueAsInt(rat, r, 0, id);
     GDALRATSetValueAsString(rat, r, 1, style.name(id).c_str());
     for (int k = 0; k < 3; ++k) GDALRATSetValueAsInt(rat, r, 2 + k, c[size_t(k)]);
@@ -181,7 +174,7 @@ std::string qml_sidecar_path(const std::string& raster) {
 std::string qgis_label_style(const LabelStyle& style, const std::array<bool, 256>& present) {
   std::string entries;
   for (int id : listed_ids(style, present))
-    entries += "        <paletteEntry value=\"" + std::to_string(id) + "\" color=\"" + hex_color(id) +
+    entries += "        <paletteEntry value=\"" + std::to_string(id) + "\" color=\"" + hex_color(style.color(id)) +
                "\" alpha=\"255\" label=\"" + xml_escaped(style.name(id)) + "\"/>\n";
   return "<!DOCTYPE qgis PUBLIC 'http://mrcc.com/qgis.dtd' 'SYSTEM'>\n"
          "<qgis version=\"3.28.0\" styleCategories=\"Symbology\">\n"
@@ -214,6 +207,7 @@ void restyle_label_raster(const std::string& path, const LabelStyle& style) {
   GDALTranslateOptionsFree(options);
   GDALClose(source);
   if (!copy) throw Error(path + ": cannot copy the labels to restyle: " + gdal_error());
+  detail::set_label_colour_table(GDALGetRasterBand(copy, 1), style.class_colors);
   GDALClose(copy);
   detail::publish_label_raster(plain, style, detail::count_labels(plain.path(), path));
 }

@@ -165,6 +165,50 @@ Normalization resolve_normalization(const Normalization& spec, const ImageSource
   return out;
 }
 
+namespace {
+
+// A bounded sample of `image` as (channels, ...): a raster's preview, a volume's slices.
+Block<float> intensity_sample(const ImageSource& image) {
+  if (const auto* raster = dynamic_cast<const RasterReader*>(&image)) return raster->read_preview(1024);
+  const Index& extent = image.info().extent;
+  const int64_t slices = std::min<int64_t>(extent[0], 32);
+  Index slab = extent;
+  slab[0] = 1;
+  const int channels = image.info().channels;
+  const int64_t per_slice = slab.size() > 1 ? Box{Index(extent.size(), 0), slab}.count() : 1;
+  Block<float> out(Index{channels, slices * per_slice});
+  for (int64_t k = 0; k < slices; ++k) {
+    Index origin(extent.size(), 0);
+    origin[0] = (2 * k + 1) * extent[0] / (2 * slices);  // the middle of the k-th of `slices` equal parts
+    const Block<float> x = image.read(Box{origin, slab});
+    for (int c = 0; c < channels; ++c)
+      std::copy_n(x.data.begin() + c * per_slice, per_slice, out.data.begin() + (c * slices + k) * per_slice);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<IntensityRange> intensity_ranges(const ImageSource& image) {
+  const Block<float> x = intensity_sample(image);
+  const int channels = image.info().channels;
+  const size_t n = x.data.size() / size_t(channels);
+  std::vector<IntensityRange> out;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<float> finite;
+    const size_t stride = std::max<size_t>(1, n / 1000000);  // at most about a million values
+    for (size_t i = 0; i < n; i += stride)
+      if (std::isfinite(x.data[size_t(c) * n + i])) finite.push_back(x.data[size_t(c) * n + i]);
+    if (finite.empty()) {
+      out.push_back({std::nan(""), std::nan("")});
+      continue;
+    }
+    const double low = percentile(finite, 1);
+    out.push_back({low, percentile(finite, 99)});
+  }
+  return out;
+}
+
 std::string describe(const Normalization& norm) {
   std::string s = norm.kind + ":";
   if (norm.kind == "mr" && !norm.resolved())

@@ -56,13 +56,13 @@ std::unique_ptr<LabelSink> create_label_sink(const std::string& path, const Imag
     if (like.format != "DICOM")
       throw Error(path + ": a DICOM SEG needs a DICOM series as input; " + like.path + " is " +
                   (like.kind == "volume" ? like.format : "a raster (" + like.format + ")"));
-    return std::make_unique<DicomSegWriter>(DicomSegOptions(path, like.path).with_class_names(style.class_names),
+    return std::make_unique<DicomSegWriter>(DicomSegOptions(path, like.path).with_class_names(style.class_names).with_class_colors(style.class_colors),
                                             like.extent);
   }
   if (like.kind == "volume") {
     if (!is_volume_path(path) || std::filesystem::is_directory(path))
       throw Error(path + ": a volume's labels need a volume file name (.nii.gz, .nrrd, .mha)");
-    return std::make_unique<LabelVolumeWriter>(path, like.extent, like.geo);
+    return std::make_unique<LabelVolumeWriter>(path, like.extent, like.geo, style);
   }
   if (is_volume_path(path)) throw Error(path + ": a raster's labels need a raster file name (.tif)");
   return std::make_unique<LabelRasterWriter>(LabelRasterOptions(path, like.extent, like.geo).with_style(style));

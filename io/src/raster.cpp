@@ -343,17 +343,17 @@ LabelRasterWriter::LabelRasterWriter(LabelRasterOptions o) : impl_(std::make_uni
   if (o.geo.geotransform.size() == 6) GDALSetGeoTransform(impl_->ds, const_cast<double*>(o.geo.geotransform.data()));
   GDALRasterBandH band = GDALGetRasterBand(impl_->ds, 1);
   GDALSetRasterNoDataValue(band, kNoDataLabel);
-  detail::set_label_colour_table(band);
+  detail::set_label_colour_table(band, o.style.class_colors);
 }
 
 LabelRasterWriter::~LabelRasterWriter() = default;
 
 namespace detail {
 
-void set_label_colour_table(GDALRasterBandH band) {
+void set_label_colour_table(GDALRasterBandH band, const std::vector<Rgb>& colors) {
   GDALColorTableH table = GDALCreateColorTable(GPI_RGB);
   for (int i = 0; i < 256; ++i) {
-    const Rgb c = i == kNoDataLabel ? Rgb{0, 0, 0} : label_color(i);
+    const Rgb c = i == kNoDataLabel ? Rgb{0, 0, 0} : class_color(colors, i);
     GDALColorEntry e{c[0], c[1], c[2], static_cast<short>(i == kNoDataLabel ? 0 : 255)};
     GDALSetColorEntry(table, i, &e);
   }

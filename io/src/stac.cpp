@@ -72,6 +72,17 @@ std::optional<double> rfc3339_seconds(const std::string& s) {
   return t;
 }
 
+// "2024-05-02 10:00:00", "2024:05:02 10:00:00.5", "2024-05-02T10:00:00Z" as RFC 3339 (UTC when
+// no zone is given); "" when the text is not such a date-time.
+std::string as_rfc3339(std::string text) {
+  static const std::regex re(R"(^\s*(\d{4})[-:](\d{2})[-:](\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?\s*([Zz]|[+-]\d{2}:\d{2})?\s*$)");
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) return "";
+  const std::string s = m[1].str() + "-" + m[2].str() + "-" + m[3].str() + "T" + m[4].str() + ":" + m[5].str() + ":" +
+                        m[6].str() + m[7].str() + (m[8].matched ? m[8].str() : "Z");
+  return rfc3339_seconds(s) ? s : "";
+}
+
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -268,12 +279,8 @@ Footprint read_footprint(const std::string& raster) {
 
 int listed_classes(const StacItemOptions& o) { return std::max(o.classes, int(o.class_names.size())); }
 
-std::string hex_color(int id) {
-  const Rgb c = label_color(id);
-  char text[8];
-  std::snprintf(text, sizeof text, "%02x%02x%02x", c[0], c[1], c[2]);
-  return text;
-}
+// The classification extension's color_hint: RRGGBB without the '#'.
+std::string color_hint(const LabelStyle& style, int id) { return hex_color(style.color(id)).substr(1); }
 
 std::string label_description(const StacItemOptions& o, const LabelStyle& style) {
   std::string text = "Semantic segmentation";
@@ -289,7 +296,7 @@ Json labels_asset(const std::string& path, const StacItemOptions& o, const Footp
   Json classes = Json::array();
   for (int id = 0; id < listed_classes(o); ++id)
     classes.push_back(
-        {{"value", id}, {"description", style.name(id)}, {"name", style.name(id)}, {"color_hint", hex_color(id)}});
+        {{"value", id}, {"description", style.name(id)}, {"name", style.name(id)}, {"color_hint", color_hint(style, id)}});
   Json a = {{"href", href_for(folder, o.raster)},
             {"type", std::string(kGeoTiff) + (wants_cog(o.raster, o.cog) ? "; profile=cloud-optimized" : "")},
             {"title", "Labels"},
@@ -317,7 +324,13 @@ Json extra_asset(const fs::path& folder, const StacAsset& asset, const StacItemO
 Json item_properties(const StacItemOptions& o, const Footprint& fp, const LabelStyle& style) {
   Json ids = Json::array();
   for (int id = 0; id < listed_classes(o); ++id) ids.push_back(id);
-  Json p = {{"datetime", o.datetime.empty() ? utc_now() : o.datetime}, {"created", utc_now()}};
+  // STAC's datetime may be null only with start_datetime and end_datetime, which an unknown
+  // acquisition time cannot give: then the processing time, and the property says so.
+  Json p = {{"datetime", o.datetime.empty() ? utc_now() : o.datetime},
+            {"created", utc_now()},
+            {"tessera:datetime_source", !o.datetime_source.empty() ? o.datetime_source
+                                        : o.datetime.empty()       ? "processing time (acquisition time unknown)"
+                                                                   : "given"}};
   p["proj:epsg"] = fp.epsg ? Json(*fp.epsg) : Json(nullptr);
   if (!fp.epsg) p["proj:wkt2"] = fp.wkt2;
   p["proj:transform"] = {fp.gt[1], fp.gt[2], fp.gt[0], fp.gt[4], fp.gt[5], fp.gt[3]};
@@ -351,6 +364,7 @@ Json item_json(const std::string& path, const StacItemOptions& o) {
   const Footprint fp = read_footprint(located(o, o.raster));
   LabelStyle style;
   style.class_names = o.class_names;
+  style.class_colors = o.class_colors;
   Json ring = Json::array();
   for (const auto& p : fp.ring) ring.push_back({p[0], p[1]});
   Json item = {{"type", "Feature"},
@@ -406,6 +420,25 @@ void StacItemOptions::validate() const {
     if (a.href.empty()) throw Error("extra_assets: asset '" + a.key + "' has no href");
     if (!keys.insert(a.key).second) throw Error("extra_assets: asset key '" + a.key + "' is used twice");
   }
+}
+
+std::optional<std::pair<std::string, std::string>> acquisition_datetime(const std::string& raster) {
+  ensure_gdal();
+  GDALDatasetH ds = GDALOpen(raster.c_str(), GA_ReadOnly);
+  if (!ds) return std::nullopt;
+  auto item = [&](const char* key, const char* domain) -> std::string {
+    const char* v = GDALGetMetadataItem(ds, key, domain);
+    return v ? v : "";
+  };
+  std::optional<std::pair<std::string, std::string>> found;
+  const std::string imagery = as_rfc3339(item("ACQUISITIONDATETIME", "IMAGERY"));
+  if (!imagery.empty()) found = {imagery, "IMAGERY ACQUISITIONDATETIME"};
+  for (const char* key : {"ACQUISITION_DATETIME", "ACQUISITIONDATETIME", "SENSING_TIME"})
+    if (!found && !as_rfc3339(item(key, nullptr)).empty()) found = {as_rfc3339(item(key, nullptr)), key};
+  const std::string landsat = as_rfc3339(item("DATE_ACQUIRED", nullptr) + " " + item("SCENE_CENTER_TIME", nullptr));
+  if (!found && !landsat.empty()) found = {landsat, "DATE_ACQUIRED SCENE_CENTER_TIME"};
+  GDALClose(ds);
+  return found;
 }
 
 std::string stac_item_path(const std::string& raster) {

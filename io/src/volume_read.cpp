@@ -98,7 +98,10 @@ VolumeReader::VolumeReader(const std::string& path, const ImageOpenOptions& opti
   if (v.dicom) dicom_ = v.dicom->summary;
   info_.kind = "volume";
   info_.format = detail::format_name(*v.io);
-  info_.data_type = detail::data_type_name(v.io->GetComponentType());
+  // DICOM: the stored pixels' type (16-bit Int16 / UInt16), not the wider type GDCM reads them
+  // into to apply the rescale slope and intercept.
+  const auto* gdcm = dynamic_cast<const itk::GDCMImageIO*>(v.io.GetPointer());
+  info_.data_type = detail::data_type_name(gdcm ? gdcm->GetInternalComponentType() : v.io->GetComponentType());
   info_.extent = {static_cast<int64_t>(size[2]), static_cast<int64_t>(size[1]), static_cast<int64_t>(size[0])};
   info_.channels = 1;
   info_.nodata = {std::nullopt};

@@ -10,6 +10,7 @@
 
 #include <itkImageFileWriter.h>
 
+#include "tessera/io/label_sidecars.hpp"
 #include "tessera/io/volume.hpp"
 #include "tessera/run/staged_file.hpp"
 #include "volume_format.hpp"
@@ -109,8 +110,8 @@ void write_staged(const typename Image3<T>::Pointer& image, const std::string& p
 
 // ---- LabelVolumeWriter ----------------------------------------------------------------
 
-LabelVolumeWriter::LabelVolumeWriter(std::string path, Index extent, Georeference geo)
-    : path_(std::move(path)), extent_(std::move(extent)), geo_(std::move(geo)) {
+LabelVolumeWriter::LabelVolumeWriter(std::string path, Index extent, Georeference geo, LabelStyle style)
+    : path_(std::move(path)), extent_(std::move(extent)), geo_(std::move(geo)), style_(std::move(style)) {
   detail::check_volume_extent(extent_);
   geo_ = detail::complete_volume_geometry(std::move(geo_));
   detail::require_writable_extension(path_);  // fail now, not after hours of inference
@@ -140,7 +141,19 @@ void LabelVolumeWriter::commit() {
   TESSERA_CHECK(!committed_);
   auto image = detail::make_image<unsigned char>(extent_, geo_);
   std::copy(labels_.begin(), labels_.end(), image->GetBufferPointer());
-  write_staged<unsigned char>(image, path_);
+  if (style_.describe) {  // the side files first: the volume's arrival says everything is in place
+    std::array<bool, 256> present{};
+    for (uint8_t v : labels_) present[v] = true;
+    write_label_sidecars(path_, label_entries(style_, present));
+  }
+  try {
+    write_staged<unsigned char>(image, path_);
+  } catch (...) {  // no side files without their volume
+    std::error_code ignored;
+    std::filesystem::remove(itksnap_sidecar_path(path_), ignored);
+    std::filesystem::remove(slicer_sidecar_path(path_), ignored);
+    throw;
+  }
   committed_ = true;
 }
 

@@ -263,6 +263,8 @@ const std::map<std::string, std::vector<std::string>> kSamples = {
     {"parallel.micro_batches", {"1"}},
     {"parallel.sp_mesh", {"1x2"}},
     {"data.class_names", {"[x, y, z]"}},
+    {"data.classes", {"[{name: x, color: '#102030'}, {name: y}, {name: z}]"}},
+    {"data.background", {"none"}},
     {"data.holdout.axis", {"y"}},
     {"data.normalization.kind", {"mr"}},
     {"data.normalization.offset", {"[1, 1, 1]"}},

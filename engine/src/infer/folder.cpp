@@ -24,7 +24,7 @@ void finish_folder(const InferOptions& o, const std::vector<SceneJob>& jobs, con
   }
   if (o.mosaic.empty()) return;
   if (failed > 0) throw Error("--mosaic " + o.mosaic + ": not built, " + std::to_string(failed) + " scenes failed");
-  const auto style = io::LabelStyle().with_class_names(model.class_names()).with_classes(model.classes()).with_cog(o.cog);
+  const io::LabelStyle style = model.label_style(o.cog);
   io::build_scene_mosaic(labels, o.mosaic, style);
   std::printf("mosaic: %s (%zu scenes)\n", o.mosaic.c_str(), labels.size());
 }

@@ -32,6 +32,9 @@ struct OpenedImage {
 OpenedImage open_for_network(const InferOptions& o, const Model& model, const std::string& input, bool root) {
   OpenedImage im;
   im.opened = io::open_image(input, io::ImageOpenOptions().with_series_uid(o.series));
+  const std::string modality = volume_modality(*im.opened);
+  im.opened = select_bands(std::move(im.opened), o.bands);
+  check_input(o, model, *im.opened, modality, root);
   if (model.loaded.net) im.resampled = to_network_grid(*im.opened, model.loaded.meta.resampling, /*is_labels=*/false);
   if (!im.resampled) return im;
   if (!o.run_dir.empty())
@@ -131,11 +134,7 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   Network network = network_for(o, model, image);
   UNet& net = network.net;
   InferredImage inferred{job.input, job.output, opened.opened.get(),
-                         io::LabelStyle()
-                             .with_class_names(model.class_names())
-                             .with_classes(static_cast<int>(net->options().classes))
-                             .with_cog(o.cog),
-                         in_folder};
+                         model.label_style(o.cog).with_classes(static_cast<int>(net->options().classes)), in_folder};
   // Every output of this image is staged and committed together at the end (or not at all).
   OutputSet outputs;
   const std::vector<std::unique_ptr<ImageOutput>> made_from_labels = image_outputs(o, model);

@@ -56,6 +56,9 @@ void InferJob::run(parallel::Communicator& world) {
   check_inputs(o, inputs);
   size_scenes(inputs);
   const Model model = load_model(o);
+  if (root && model.loaded.net)
+    std::fprintf(stderr, "infer: %s\n",
+                 describe_classes(model.class_names(), model.loaded.meta.class_colors, model.loaded.meta.background).c_str());
   const CpuTensorCacheScope tensor_cache;  // activations reused from tile to tile, not re-faulted
   const OperatorProfile profile(o.profile, root);
   if (whole_scenes) return run_whole_scenes(o, model, inputs.jobs, world, threads);

@@ -1,6 +1,7 @@
 #pragma once
 // The steps of an InferJob (engine/include/tessera/engine/infer_job.hpp), one idea per file:
 //   inputs.cpp        which images, where their labels go; the folder-wide checks
+//   input_checks.cpp  --bands, and the input against what the model was trained on
 //   model.cpp         the network (checkpoint or random), what made it (for STAC)
 //   tile.cpp          each image's tile from the memory model and budget
 //   spatial.cpp       --sp: its checks and forward runner
@@ -57,6 +58,8 @@ struct Model {
   SceneMaker maker;
   int classes() const;  ///< of the checkpoint's network, or of init random's model
   const std::vector<std::string>& class_names() const { return loaded.meta.class_names; }
+  /// How its labels present their classes: names, colours, background, classes; --cog.
+  io::LabelStyle label_style(bool cog) const;
 };
 Model load_model(const InferOptions& o);
 /// The network that runs `image`: the checkpoint's, or init random's (seeded, with the
@@ -66,6 +69,19 @@ struct Network {
   Normalization norm;
 };
 Network network_for(const InferOptions& o, const Model& model, const ImageSource& image);
+
+// ---- input_checks.cpp --------------------------------------------------------------------
+
+/// `image` reduced to --bands, in that order (1-based); `image` itself without --bands.
+/// Throws tessera::Error naming --bands when a band is not the image's.
+std::unique_ptr<ImageSource> select_bands(std::unique_ptr<ImageSource> image, const std::vector<int>& bands);
+/// `image` (after --bands) against the checkpoint, before any inference: another channel count
+/// is an error that says how to map bands (--bands 1,2,3,3); with `report`, another modality,
+/// an intensity range far from the training images' (a CT model on an MR volume) and a pixel
+/// size far from the training one are warnings on stderr naming the check and what to do.
+/// `modality`: the input's ("CT", "MR"; "" unknown). Nothing is checked for --init random.
+void check_input(const InferOptions& o, const Model& model, const ImageSource& image, const std::string& modality,
+                 bool report);
 
 // ---- tile.cpp ----------------------------------------------------------------------------
 

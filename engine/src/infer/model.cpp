@@ -12,6 +12,15 @@ namespace tessera::engine::infer {
 
 int Model::classes() const { return static_cast<int>(loaded.meta.model.classes); }
 
+io::LabelStyle Model::label_style(bool cog) const {
+  return io::LabelStyle()
+      .with_class_names(loaded.meta.class_names)
+      .with_class_colors(loaded.meta.class_colors)
+      .with_background(loaded.meta.background)
+      .with_classes(classes())
+      .with_cog(cog);
+}
+
 Model load_model(const InferOptions& o) {
   namespace fs = std::filesystem;
   Model m;

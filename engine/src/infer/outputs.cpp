@@ -30,7 +30,7 @@ class OverlayOutput final : public ImageOutput {
     if (outputs) outputs->stage(png_);
   }
   void write(const InferredImage& image, WrittenLabels& labels, OutputSet& outputs) override {
-    write_overlay_png(image.source->info().path, labels.source_grid, outputs.stage(png_));
+    write_overlay_png(image.source->info().path, labels.source_grid, outputs.stage(png_), image.style);
     std::printf("overlay: %s\n", png_.c_str());
   }
 
@@ -107,10 +107,15 @@ class StacOutput final : public ImageOutput {
     io::StacItemOptions item(fs::path(image.output).stem().string(), image.output);
     item.outputs = &outputs;
     item.class_names = model_.class_names();
+    item.class_colors = model_.loaded.meta.class_colors;
     item.classes = model_.classes();
     item.model = model_.maker.model;
     item.checkpoint = model_.maker.checkpoint;
     item.source = fs::absolute(image.input).lexically_normal().string();
+    if (const auto acquired = io::acquisition_datetime(image.input)) {  // else processing time, said so
+      item.datetime = acquired->first;
+      item.datetime_source = "acquisition time (" + acquired->second + ")";
+    }
     item.cog = io::wants_cog(image.output, o_.cog);
     if (image.in_folder) item.collection = fs::path(image.output).parent_path().filename().string();
     else add_assets(item);
@@ -133,12 +138,14 @@ class StacOutput final : public ImageOutput {
   const Model& model_;
 };
 
-io::VectorizeOptions vectorize_options(const InferOptions& o, const std::vector<std::string>& class_names) {
+// Class 0's polygons too with --vector-background or when the model says class 0 is a class
+// like the others (data.background: none).
+io::VectorizeOptions vectorize_options(const InferOptions& o, const Model& model) {
   return io::VectorizeOptions()
-      .with_class_names(class_names)
+      .with_class_names(model.class_names())
       .with_min_area(o.min_area)
       .with_simplify(o.simplify)
-      .with_background(o.vector_background);
+      .with_background(o.vector_background || model.loaded.meta.background == "none");
 }
 
 }  // namespace
@@ -148,7 +155,7 @@ std::vector<std::unique_ptr<ImageOutput>> image_outputs(const InferOptions& o, c
   if (!o.overlay.empty()) out.push_back(std::make_unique<OverlayOutput>(o.overlay));
   if (!o.t_srs.empty()) out.push_back(std::make_unique<ReprojectionOutput>(o.t_srs, o.tr));
   if (!o.vectorize.empty())
-    out.push_back(std::make_unique<VectorsOutput>(o.vectorize, vectorize_options(o, model.class_names()), o.progress));
+    out.push_back(std::make_unique<VectorsOutput>(o.vectorize, vectorize_options(o, model), o.progress));
   out.push_back(std::make_unique<StacOutput>(o, model));
   return out;
 }

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include <torch/torch.h>
 
@@ -9,6 +11,7 @@
 #include "tessera/engine/msd_dataset.hpp"
 #include "tessera/engine/preprocessing.hpp"
 #include "tessera/engine/regions.hpp"
+#include "tessera/io/hausdorff.hpp"
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/rasterize.hpp"
@@ -145,6 +148,33 @@ Normalization normalise(const RunConfig& c, Dataset& d, const std::string& confi
   return norm;
 }
 
+namespace {
+
+// What the training images look like (modality, intensity range, pixel size), stored so that
+// inference can say when an input differs.
+TrainingInputs describe_inputs(const Dataset& data) {
+  TrainingInputs in;
+  in.modality = data.modality;
+  for (const TrainingPair& p : data.pairs) {
+    const std::vector<io::IntensityRange> ranges = io::intensity_ranges(*p.image);
+    in.low.resize(ranges.size(), std::numeric_limits<double>::infinity());
+    in.high.resize(ranges.size(), -std::numeric_limits<double>::infinity());
+    for (size_t c = 0; c < ranges.size() && c < in.low.size(); ++c) {
+      if (!std::isfinite(ranges[c].low)) continue;
+      in.low[c] = std::min(in.low[c], ranges[c].low);
+      in.high[c] = std::max(in.high[c], ranges[c].high);
+    }
+  }
+  if (!data.pairs.empty()) {
+    const io::GridSpacing spacing = io::grid_spacing(data.pairs.front().image->info());
+    in.spacing = spacing.step;
+    in.spacing_unit = spacing.unit;
+  }
+  return in;
+}
+
+}  // namespace
+
 // The model as the data makes it (channels and dimensions of the first image) and the
 // description every checkpoint carries (normalisation and resampling included).
 CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& config) {
@@ -153,6 +183,7 @@ CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& co
   if (!c.in_channels_given) model.in_channels = first.info().channels;
   model.dims = static_cast<int>(first.info().extent.size());
   CheckpointMeta meta;
+  meta.class_colors = resolve_class_colors(c.data, c.data.class_names, model.classes, config);
   meta.class_names = c.data.class_names;
   if (meta.class_names.empty())
     for (int k = 0; k < model.classes; ++k) meta.class_names.push_back("class " + std::to_string(k));
@@ -163,6 +194,9 @@ CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& co
   meta.model = model;
   meta.norm = normalise(c, data, config);
   meta.resampling = data.resampling;
+  meta.background = c.data.background;
+  meta.inputs = describe_inputs(data);
+  data.notes.push_back(describe_classes(meta.class_names, meta.class_colors, meta.background));
   return meta;
 }
 

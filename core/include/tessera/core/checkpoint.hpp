@@ -17,16 +17,31 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/optim/optimizer.h>
 
+#include "tessera/core/colors.hpp"
 #include "tessera/core/image_source.hpp"
 #include "tessera/core/unet.hpp"
 
 namespace tessera {
+
+/// What the training images looked like, so that inference can say when an input differs
+/// (infer's input checks: modality, intensity range, pixel/voxel size). Empty fields: unknown
+/// (checkpoints written before it was stored), not checked.
+struct TrainingInputs {
+  std::string modality;             ///< "CT", "MR", a dataset's channel name; "" for rasters and unknown
+  std::vector<double> low, high;    ///< per channel: the 1st and 99th percentiles of the training images
+  std::vector<double> spacing;      ///< the first training image's pixel/voxel size, Block axis order
+  std::string spacing_unit;         ///< "mm", a CRS unit ("metre", "degree") or "pixel"
+  bool operator==(const TrainingInputs&) const = default;
+};
 
 struct CheckpointMeta {
   UNetOptions model;
   Normalization norm;
   VolumeResampling resampling;  ///< volumes: the spacing the model was trained at (empty: none)
   std::vector<std::string> class_names;
+  std::vector<Rgb> class_colors;   ///< by class id (data.classes); empty: the default palette
+  std::string background = "0";    ///< data.background: "0" (class 0 is background) or "none"
+  TrainingInputs inputs;
   int64_t step = 0;
   int64_t epoch = 0;
   /// The trainer's own state for resuming (JSON: sampler random state, validation history);
@@ -40,8 +55,10 @@ struct CheckpointMeta {
 
 /// The description as JSON: {"model", "normalization": {"offset", "scale", "kind", "clip_low",
 /// "clip_high", "mask"}, "resampling": {"spacing", "image", "labels"} (when enabled),
-/// "class_names", "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
-/// and `tessera export`'s model.json. from_json: "step" and "epoch" default to 0; throws
+/// "class_names", "class_colors" ("#rrggbb" each), "background", "inputs": {"modality", "low",
+/// "high", "spacing", "spacing_unit"}, "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
+/// and `tessera export`'s model.json. from_json: "step" and "epoch" default to 0, the colours,
+/// background and inputs to what files written before them meant (palette, "0", unknown); throws
 /// nlohmann::json::exception on a missing field.
 void to_json(nlohmann::json& j, const CheckpointMeta& meta);
 void from_json(const nlohmann::json& j, CheckpointMeta& meta);

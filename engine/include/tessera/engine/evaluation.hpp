@@ -23,7 +23,8 @@ struct EvalOptions {
   int classes = 0;                 ///< 0: the largest label seen + 1
   Holdout holdout;                 ///< fraction 0: the whole image
   bool hd95 = false;
-  std::vector<std::string> names;  ///< class names, in order (others by number)
+  std::vector<std::string> names;  ///< class names, in order; empty = the checkpoint's, else the label files'
+  std::string checkpoint;          ///< names from this checkpoint (the model that made `pred`)
   bool json = false;               ///< run_eval prints JSON instead of the table
 
   /// The checks that need no file, each error naming the flag. Throws tessera::Error.
@@ -35,7 +36,10 @@ void fields(EvalOptions& o, V& v) {
   v.field("pred", o.pred, "Predicted labels (raster or volume)");
   v.field("truth", o.truth, "True labels, same size");
   v.field("classes", o.classes, "Number of classes (0, the default: largest label seen + 1)");
-  v.field("names", o.names, "Class names, in order");
+  v.field("names", o.names,
+          "Class names, in order (default: the --checkpoint's, else the ones the label files carry: a raster's "
+          "categories, a volume's ITK-SNAP / Slicer side files; else numbers)");
+  v.field("checkpoint", o.checkpoint, "Take the class names from this checkpoint (the model that made --pred)");
   v.field("holdout_fraction", o.holdout.fraction,
           "Evaluate only the last fraction of one axis (the area `train` held back)");
   v.field("holdout_axis", o.holdout.axis, "x, y or z (default x for rasters, z for volumes)");

@@ -6,6 +6,7 @@
 // --levels, --base-filters, …), resolved by the caller. Torch-free.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tessera/core/unet_spec.hpp"
 
@@ -21,6 +22,7 @@ struct InferOptions {
   // what it reads
   std::string input;   ///< an image, a folder of images, an MSD folder or a DICOM series
   std::string series;  ///< DICOM: the series to read from a folder of several
+  std::vector<int> bands;  ///< the model's channels from these input bands, 1-based; empty = as they are
   // how
   std::string tile = "auto";  ///< inset side, or auto: the largest that fits memory_budget
   std::string memory_budget;  ///< with tile auto; "" = half of MemAvailable per node, shared by its ranks
@@ -69,6 +71,9 @@ void fields(InferOptions& o, V& v) {
   v.field("batch", o.batch, "Tiles per forward pass");
   v.field("series", o.series,
           "DICOM: the SeriesInstanceUID to read from a folder holding several series (list them: tessera info FOLDER)");
+  v.field("bands", o.bands,
+          "The model's input channels from the input's bands, 1-based, in the order the training images had them: "
+          "--bands 1,2,3,3 runs a 3-band scene through a 4-band model (band 3 twice); default: the bands as they are");
   v.field("run_dir", o.run_dir, "Keep finished tiles in RUN/tiles/ (resumable) and spread them over MPI ranks");
   v.field("overlay", o.overlay, "Also write a PNG of the image with the labels blended on top");
   v.field("vectorize", o.vectorize,

@@ -3,7 +3,8 @@
 // the resolved RUN/config.yaml and the `tessera train` flags all follow fields(RunConfig&).
 //   run_dir: runs/scene
 //   model: {preset: unet-tiny, classes: 4}          # the preset, then any UNetOptions field
-//   data: {pairs: [{image, labels, label_attribute, label_layer}], class_names, holdout: {axis, fraction}}
+//   data: {pairs: [{image, labels, label_attribute, label_layer}], classes: [{name, color}], background: 0 | none,
+//          holdout: {axis, fraction}}
 //   data: {dataset: DIR, validation: [case ids] | fold: K, folds: N}   # an MSD / nnU-Net folder (msd_dataset.hpp)
 //   train: {TrainOptions fields (train_options_binding.hpp), validate}
 //   parallel: {dp, pp, sp, sp_mesh, fusion_mib, overlap_allreduce, gradient_compression, micro_batches, schedule, activation_checkpoint, scale_learning_rate}
@@ -16,6 +17,7 @@
 #include "tessera/engine/config_file.hpp"
 #include "tessera/engine/regions.hpp"
 #include "tessera/engine/train_options_binding.hpp"
+#include "tessera/core/colors.hpp"
 #include "tessera/core/dsn_spec.hpp"
 #include "tessera/io/rasterize.hpp"
 
@@ -67,11 +69,24 @@ struct ResampleConfig {
   std::string labels = "nearest";
 };
 
+/// One entry of data.classes: the class whose label value is its position in the list (from 0).
+struct ClassConfig {
+  std::string name;
+  std::string color;  ///< "#rrggbb"; empty = a default for the name, else for the id (colors.hpp)
+  std::string where;  ///< "FILE:LINE", for messages (not a key)
+};
+
+/// data.background: "0" (class 0 is background: left out of overlays and polygons, unchecked
+/// in the viewer) or "none" (class 0 is a class like any other, e.g. water).
+inline const char* const kBackgroundChoices[] = {"0", "none"};
+
 struct DataConfig {
   std::vector<PairConfig> pairs;
   SourceConfig source;                ///< kind dsn: the labelled domain (instead of pairs)
   std::vector<TargetConfig> targets;  ///< kind dsn: the unlabelled domains
-  std::vector<std::string> class_names;
+  std::vector<std::string> class_names;  ///< the names alone (older spelling); data.classes fills it
+  std::vector<ClassConfig> classes;      ///< names and colours, set once for every output
+  std::string background = "0";          ///< "0" or "none" (kBackgroundChoices)
   Holdout holdout;
   std::string dataset;                  ///< an MSD / nnU-Net folder (relative to the config file), instead of pairs
   std::vector<std::string> validation;  ///< with dataset: the cases validated on (whole images), never trained on
@@ -125,6 +140,13 @@ void fields(PairConfig& p, V& v) {
 }
 
 template <class V>
+void fields(ClassConfig& k, V& v) {
+  v.field("name", k.name, "The class's name; its label value is its position in data.classes, from 0");
+  v.field("color", k.color,
+          "Its colour as \"#rrggbb\" (quoted: YAML reads # as a comment); empty = a default for the name or the id");
+}
+
+template <class V>
 void fields(Holdout& h, V& v) {
   v.field("axis", h.axis, "x, y or z; empty = x (2-D) / z (3-D)");
   v.field("fraction", h.fraction, "The last fraction of the axis is never trained on");
@@ -162,7 +184,13 @@ void fields(DataConfig& d, V& v) {
   v.section("normalization", d.normalization, "Intensity normalisation, stored in checkpoints");
   v.section("resample", d.resample, "Volumes: the spacing training and inference run at");
   v.section("holdout", d.holdout, "The held-back area");
-  v.field("class_names", d.class_names, "One name per class");
+  v.field("class_names", d.class_names, "One name per class (or data.classes, which also sets colours)");
+  v.list("classes", d.classes,
+         "One {name, color} per label value 0, 1, ...: the names and colours every output, legend and report uses "
+         "(stored in the checkpoint)");
+  v.field("background", d.background,
+          "0: class 0 is background (not drawn on overlays, no polygons, unchecked in the viewer); none: class 0 is a "
+          "class like any other (e.g. water)");
   v.list("pairs", d.pairs, "{image, labels} pairs");
   v.section("source", d.source, "kind dsn: the labelled domain");
   v.list("targets", d.targets, "kind dsn: the unlabelled domains, each {images: [...]}");
@@ -230,6 +258,12 @@ RunConfig read_run_config(const ConfigFile& file);
 /// data.dataset's label names as data.class_names (and model.classes unless given); a
 /// data.class_names the file gives must have as many. `where` prefixes the error.
 void take_dataset_classes(RunConfig& c, const std::vector<std::string>& dataset_classes, const std::string& where);
+
+/// The colour of every class (data.classes' colours, else default_class_color of its name),
+/// `classes` of them, named as `names` gives them. Throws naming data.classes when it lists
+/// another number of classes than `classes`.
+std::vector<Rgb> resolve_class_colors(const DataConfig& d, const std::vector<std::string>& names, int classes,
+                                      const std::string& where);
 
 /// The resolved configuration: every declared field, defaults included; reading it back
 /// gives the same RunConfig.

@@ -5,7 +5,7 @@
 //     (0) and nodata (kNoDataLabel, 255); segment numbers 1, 2, … in increasing class id;
 //   * segment label = the class name ("class <id>" without one); property category and type
 //     as SNOMED CT codes for known organ names (segment_codes), Tissue / Tissue otherwise;
-//     algorithm AUTOMATIC, named by the options; recommended display colour = label_color;
+//     algorithm AUTOMATIC, named by the options; recommended display colour = the class colour (colors.hpp);
 //   * one frame per (segment, slice) in which the segment has voxels: empty frames are left
 //     out, as dcmqi does, so a segment lists only the slices it touches. Frames go segment by
 //     segment, slices in Tessera's z order (the reader's order: by position along the normal);
@@ -38,11 +38,13 @@ struct DicomSegOptions {
   std::string path;                      ///< the SEG file to write (.dcm)
   std::string source;                    ///< the DICOM series read: its folder, or one of its files
   std::vector<std::string> class_names;  ///< by class id; ids without a name are "class <id>"
+  std::vector<Rgb> class_colors;         ///< by class id (recommended display colour); others label_color(id)
   std::string algorithm_name = "Tessera U-Net";               ///< Segment Algorithm Name
   std::string series_description = "Tessera segmentation";  ///< Series Description of the SEG
 
   DicomSegOptions(std::string path_, std::string source_) : path(std::move(path_)), source(std::move(source_)) {}
   DicomSegOptions& with_class_names(std::vector<std::string> v) { class_names = std::move(v); return *this; }
+  DicomSegOptions& with_class_colors(std::vector<Rgb> v) { class_colors = std::move(v); return *this; }
   DicomSegOptions& with_algorithm_name(std::string v) { algorithm_name = std::move(v); return *this; }
   DicomSegOptions& with_series_description(std::string v) { series_description = std::move(v); return *this; }
 

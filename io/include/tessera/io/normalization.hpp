@@ -59,6 +59,17 @@ Normalization ct_normalization(const std::vector<IntensityStatistics>& stats);
 /// image when a channel is constant or has no finite voxel (nothing to scale by).
 Normalization resolve_normalization(const Normalization& spec, const ImageSource& image);
 
+/// Per channel, where most of an image's values lie: its 1st and 99th percentiles.
+struct IntensityRange {
+  double low = 0, high = 0;
+};
+
+/// The IntensityRange of every channel of `image`, from a bounded sample of its finite values:
+/// a raster's preview at most 1024 px on a side (GDAL reads overviews where the file has
+/// them), a volume's slices at most 32 of them, evenly spaced. A channel without a finite
+/// value gets {NaN, NaN}. Throws tessera::Error naming the image when it cannot be read.
+std::vector<IntensityRange> intensity_ranges(const ImageSource& image);
+
 /// One line for logs and reports: "ct: clip [-958, 1270], mean 52.1, std 141.0".
 std::string describe(const Normalization& norm);
 

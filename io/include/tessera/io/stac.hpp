@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/colors.hpp"
+
 namespace tessera {
 class OutputSet;
 }
@@ -45,6 +47,7 @@ struct StacItemOptions {
   std::string id;                        ///< item id, e.g. the output's stem
   std::string raster;                    ///< finished label GeoTIFF; footprint and proj fields come from it
   std::vector<std::string> class_names;  ///< by class id; ids without a name are "class <id>"
+  std::vector<Rgb> class_colors;         ///< by class id (color_hint); others label_color(id)
   int classes = 0;                       ///< classes listed: ids 0..max(classes, class_names.size())-1
   std::string model;                     ///< e.g. "unet-tiny" or the checkpoint's model description; "" = null
   std::string checkpoint;                ///< the checkpoint that made the labels; "" (random init) = null
@@ -52,6 +55,9 @@ struct StacItemOptions {
   std::vector<StacAsset> extra_assets;   ///< only files that exist
   std::string collection;                ///< collection id, or "" for a standalone item
   std::string datetime;                  ///< RFC 3339 (e.g. 2024-05-02T10:00:00Z); "" = now, UTC
+  /// Where `datetime` comes from, as property tessera:datetime_source (e.g. "acquisition time
+  /// (IMAGERY ACQUISITIONDATETIME)"); with no datetime: "processing time (acquisition time unknown)".
+  std::string datetime_source;
   bool cog = false;                      ///< the labels are a Cloud-Optimized GeoTIFF (also when named .cog.tif)
   /// Outputs of the same run not yet committed (tessera/run/output_set.hpp), or nullptr. With
   /// one, every path here and the item's own are final paths: hrefs and the "self" link name
@@ -60,6 +66,7 @@ struct StacItemOptions {
 
   StacItemOptions(std::string id_, std::string raster_) : id(std::move(id_)), raster(std::move(raster_)) {}
   StacItemOptions& with_class_names(std::vector<std::string> v) { class_names = std::move(v); return *this; }
+  StacItemOptions& with_class_colors(std::vector<Rgb> v) { class_colors = std::move(v); return *this; }
   StacItemOptions& with_classes(int v) { classes = v; return *this; }
   StacItemOptions& with_model(std::string v) { model = std::move(v); return *this; }
   StacItemOptions& with_checkpoint(std::string v) { checkpoint = std::move(v); return *this; }
@@ -74,6 +81,12 @@ struct StacItemOptions {
   /// a datetime that is not RFC 3339, an extra asset without key or href, or a repeated key).
   void validate() const;
 };
+
+/// The acquisition time the metadata of the image `raster` states, as RFC 3339 UTC, and the
+/// key it came from: GDAL's IMAGERY domain ACQUISITIONDATETIME, else the dataset metadata's
+/// ACQUISITION_DATETIME / ACQUISITIONDATETIME / SENSING_TIME / DATE_ACQUIRED (+ SCENE_CENTER_TIME,
+/// Landsat's MTL names). Never TIFFTAG_DATETIME (the file's creation). nullopt when none parses.
+std::optional<std::pair<std::string, std::string>> acquisition_datetime(const std::string& raster);
 
 /// Where the item of `raster` goes: its name minus the last extension plus ".stac.json"
 /// (labels.tif -> labels.stac.json, labels.cog.tif -> labels.cog.stac.json). No I/O.

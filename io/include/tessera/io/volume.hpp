@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/label_style.hpp"
 #include "tessera/io/dicom_series.hpp"
 
 namespace tessera::io {
@@ -43,10 +44,12 @@ class VolumeReader final : public ImageSource {
 };
 
 /// Writes a label volume with the given geometry. Kept in memory; on commit() written with
-/// ITK to a temporary name beside `path` (same extension) and renamed.
+/// ITK to a temporary name beside `path` (same extension) and renamed. Unless `style` is bare,
+/// commit() first writes the class names and colours beside it for ITK-SNAP and 3D Slicer
+/// (label_sidecars.hpp): ids 0..style.classes-1 and every other id present.
 class LabelVolumeWriter final : public LabelSink {
  public:
-  LabelVolumeWriter(std::string path, Index extent, Georeference geo);
+  LabelVolumeWriter(std::string path, Index extent, Georeference geo, LabelStyle style = LabelStyle::bare());
   ~LabelVolumeWriter() override;
   void write(const Box& box, const Block<uint8_t>& labels) override;
   void commit() override;
@@ -56,6 +59,7 @@ class LabelVolumeWriter final : public LabelSink {
   Index extent_;
   Georeference geo_;
   std::vector<uint8_t> labels_;
+  LabelStyle style_;
   bool committed_ = false;
 };
 
