@@ -79,4 +79,30 @@ TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, in
 TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, const UNetOptions& model, int batch,
                        int64_t baseline_bytes);
 
+/// FLOPs of every tile of inset `tile` over `extent` / FLOPs of one forward pass over the whole
+/// padded image (unet_whole_input): what exact tiling recomputes in its halos (InferenceReport::
+/// recompute of a tiled run). 1 for `same` networks, whose tiles crop a halo instead.
+double tile_recompute(const UNetOptions& model, const Index& extent, int64_t tile);
+
+/// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
+/// not tiles: the tallest strip up to kStreamStripRows (taller strips hardly run faster, and
+/// hold more) whose predicted footprint (memory_model.hpp's stream_footprint, on top of what
+/// the process holds already) fits the budget; the alignment 2^(L-1) when none does, saying so.
+inline constexpr int64_t kStreamStripRows = 128;
+
+struct StripChoice {
+  int64_t strip = 0;            ///< input rows (slices) per strip: InferenceOptions::strip
+  int64_t predicted_bytes = 0;  ///< stream_footprint's bytes + the baseline
+  int64_t carried_bytes = 0;    ///< of which carried rows and skip buffers (unscaled)
+  int64_t budget_bytes = 0;
+  std::string reason;
+
+  /// "strips of 128 rows (largest up to 128 fitting the 2 GiB budget: predicted 310 MiB)".
+  std::string summary() const;
+};
+
+/// The strip for `model` on an image `extent`; `memory_budget` 0: default_memory_budget().
+StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes);
+
 }  // namespace tessera
+
