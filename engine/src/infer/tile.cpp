@@ -1,8 +1,11 @@
+#include <cstdio>
+
 #include <torch/torch.h>
 
 #include "infer_parts.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/memory_model.hpp"
+#include "tessera/core/stream_executor.hpp"
 #include "tessera/parallel/comm/communicator.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/process_memory.hpp"
@@ -35,6 +38,43 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
     }
   }
   return c;
+}
+
+namespace {
+
+// Why this image does not stream, or "" when it can.
+std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
+  if (auto why = stream_refusal(model)) return *why;
+  if (o.sp > 1) return "--sp splits tiles across ranks";
+  if (!o.run_dir.empty()) return "--run-dir spreads tiles over ranks";
+  if (parse_tile_option(o.tile) > 0) return "--tile " + o.tile + " given";
+  return "";
+}
+
+}  // namespace
+
+ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
+                          parallel::Communicator& group) {
+  ImageRun run;
+  run.tile_recompute = tile_recompute(model, extent, tile.tile);
+  if (o.mode == "tile") return run;
+  const std::string refused = stream_refused(o, model);
+  if (o.mode == "stream" && !refused.empty()) throw Error("--mode stream: " + refused + "; use --mode tile");
+  char recompute[32];
+  std::snprintf(recompute, sizeof recompute, "%.2fx", run.tile_recompute);
+  if (o.mode == "auto" && !refused.empty()) {
+    run.why = "tiles (auto: " + refused + ")";
+    return run;
+  }
+  if (o.mode == "auto" && run.tile_recompute <= 1.0 + 1e-9) {
+    run.why = "tiles (auto: the whole image is one tile, nothing to recompute)";
+    return run;
+  }
+  run.strip = choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes());
+  run.why = std::string("stream (") + (o.mode == "auto" ? "auto: " : "") +
+            "valid built-in U-Net without window statistics; tiles of " + std::to_string(tile.tile) + " would recompute " +
+            recompute + ")";
+  return run;
 }
 
 }  // namespace tessera::engine::infer
