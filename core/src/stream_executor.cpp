@@ -72,8 +72,9 @@ torch::Tensor StreamExecutor::push(const torch::Tensor& rows) {
     keep_skip(i, x);
   }
   held_bytes_ = 0;
-  for (const Buffer& b : carry_) held_bytes_ += bytes_of(b.rows);
-  for (const Buffer& b : skip_) held_bytes_ += bytes_of(b.rows);
+  for (const torch::Tensor& t : carry_) held_bytes_ += bytes_of(t);
+  for (const SkipRows& k : skip_)
+    for (const torch::Tensor& t : k.chunks) held_bytes_ += bytes_of(t);
   peak_held_bytes_ = std::max(peak_held_bytes_, held_bytes_);
   if (x.defined()) rows_out_ += x.size(2);
   return x;
@@ -114,11 +115,11 @@ torch::Tensor StreamExecutor::step(int i, torch::Tensor x) {
 }
 
 torch::Tensor StreamExecutor::convolve(int i, const torch::Tensor& x, int64_t kernel) {
-  Buffer& carry = carry_[static_cast<size_t>(i)];
-  const torch::Tensor in = joined(carry.rows, x);
+  torch::Tensor& carry = carry_[static_cast<size_t>(i)];
+  const torch::Tensor in = joined(carry, x);
   if (!in.defined()) return {};
   const int64_t out_rows = in.size(2) - (kernel - 1);
-  carry.rows = last_rows(in, std::min(kernel - 1, in.size(2)));
+  carry = last_rows(in, std::min(kernel - 1, in.size(2)));
   if (out_rows <= 0) return {};
   torch::Tensor y = modules_[static_cast<size_t>(i)].conv->forward(in);
   TESSERA_CHECK(y.size(2) == out_rows);
@@ -129,21 +130,46 @@ torch::Tensor StreamExecutor::convolve(int i, const torch::Tensor& x, int64_t ke
 }
 
 torch::Tensor StreamExecutor::pool(int i, const torch::Tensor& x) {
-  Buffer& carry = carry_[static_cast<size_t>(i)];
-  const torch::Tensor in = joined(carry.rows, x);
+  torch::Tensor& carry = carry_[static_cast<size_t>(i)];
+  const torch::Tensor in = joined(carry, x);
   if (!in.defined()) return {};
   const int64_t pairs = in.size(2) / 2;
-  carry.rows = last_rows(in, in.size(2) % 2);
+  carry = last_rows(in, in.size(2) % 2);
   if (pairs == 0) return {};
   return max_pool2x(rows_of(in, 0, 2 * pairs));
 }
 
 void StreamExecutor::keep_skip(int i, const torch::Tensor& x) {
   if (!x.defined()) return;
-  for (size_t e = 0; e < seq_.skips.size(); ++e) {
-    if (seq_.skips[e].producer != i) continue;
-    // The concatenation that follows makes a new tensor: the rows dropped before are freed.
-    skip_[e].rows = joined(skip_[e].rows, x);
+  for (size_t e = 0; e < seq_.skips.size(); ++e)
+    if (seq_.skips[e].producer == i) skip_[e].append(x);
+}
+
+void StreamExecutor::SkipRows::append(const torch::Tensor& x) {
+  chunks.push_back(x);
+  rows += x.size(2);
+}
+
+torch::Tensor StreamExecutor::SkipRows::take(int64_t from, int64_t count) const {
+  TESSERA_CHECK(from >= first && from + count <= first + rows);
+  std::vector<torch::Tensor> pieces;
+  int64_t start = first;  // of the chunk at hand
+  for (const torch::Tensor& c : chunks) {
+    const int64_t lo = std::max(from, start), hi = std::min(from + count, start + c.size(2));
+    if (lo < hi) pieces.push_back(rows_of(c, lo - start, hi - lo));
+    start += c.size(2);
+  }
+  return pieces.size() == 1 ? pieces.front() : torch::cat(pieces, 2);
+}
+
+void StreamExecutor::SkipRows::drop_before(int64_t row) {
+  while (!chunks.empty() && first < row) {
+    torch::Tensor& c = chunks.front();
+    const int64_t drop = std::min(row - first, c.size(2));
+    if (drop == c.size(2)) chunks.pop_front();
+    else c = rows_of(c, drop, c.size(2) - drop);
+    first += drop;
+    rows -= drop;
   }
 }
 
@@ -151,18 +177,15 @@ torch::Tensor StreamExecutor::concat(int i, const torch::Tensor& x) {
   if (!x.defined()) return x;
   size_t e = 0;
   while (seq_.skips[e].consumer != i) ++e;
-  Buffer& skip = skip_[e];
   const int64_t c = crop_[e];
   int64_t& done = consumed_[static_cast<size_t>(i)];
   // Decoder row j meets encoder row j + c; the encoder is ahead, so its rows are here.
-  const int64_t offset = done + c - skip.first, n = x.size(2);
-  TESSERA_CHECK(skip.rows.defined() && offset >= 0 && offset + n <= skip.rows.size(2));
-  torch::Tensor s = rows_of(skip.rows, offset, n);
+  const int64_t n = x.size(2);
+  torch::Tensor s = skip_[e].take(done + c, n);
   for (int64_t d = 3; d < x.dim(); ++d) s = s.narrow(d, c, x.size(d));  // the same centre crop across
   torch::Tensor y = torch::cat({s, x}, 1);
   done += n;
-  skip.first += offset + n;
-  skip.rows = rows_of(skip.rows, offset + n, skip.rows.size(2) - offset - n);
+  skip_[e].drop_before(done + c);
   return y;
 }
 

@@ -14,6 +14,7 @@
 #include "tessera/core/inference.hpp"
 #include "tessera/core/stream_executor.hpp"
 #include "tessera/core/tensor_io.hpp"
+#include "tessera/core/tile_choice.hpp"
 
 namespace tessera {
 namespace {
@@ -187,6 +188,38 @@ TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
   EXPECT_GT(tiles.recompute, 2.0);  // 16 + 4 + 2·44 input rows for 16 kept, per axis
   EXPECT_LE(stream.recompute, 1.0 + 1e-9);
   std::printf("recompute: tiles of 16 %.2fx, stream %.3fx\n", tiles.recompute, stream.recompute);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(StripChoice, TallestAlignedStripWithinThePixelCapAndTheBudget) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  const Index extent{4096, 4096};
+  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0);
+  const int64_t across = unet_whole_input(o, extent)[1];
+  EXPECT_EQ(roomy.strip % unet_alignment(o), 0);
+  EXPECT_LE(roomy.strip * across, kStreamStripPixels);
+  EXPECT_GT((roomy.strip + unet_alignment(o)) * across, kStreamStripPixels);
+  EXPECT_LE(roomy.predicted_bytes, roomy.budget_bytes);
+  // A budget below the roomy prediction: a shorter strip, predicted within it.
+  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0);
+  EXPECT_LT(tight.strip, roomy.strip);
+  EXPECT_LE(tight.predicted_bytes, tight.budget_bytes);
+  EXPECT_NE(tight.summary().find("strips of " + std::to_string(tight.strip) + " rows"), std::string::npos);
+  // Nothing fits: the alignment, saying so.
+  const StripChoice none = choose_strip(o, extent, 1, 0);
+  EXPECT_EQ(none.strip, unet_alignment(o));
+  EXPECT_NE(none.reason.find("exceeds"), std::string::npos) << none.reason;
+  // Carried rows grow with the width, not the height.
+  const Index tall{16384, 4096};
+  EXPECT_EQ(stream_footprint(o, unet_whole_input(o, tall), 24).carried,
+            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+  EXPECT_GT(stream_footprint(o, unet_whole_input(o, {4096, 8192}), 24).carried,
+            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
 }
 
 }  // namespace

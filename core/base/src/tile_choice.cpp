@@ -208,7 +208,10 @@ StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t 
   const Index whole = unet_whole_input(model, extent);
   const int64_t alignment = unet_alignment(model);
   const std::string budget = format_bytes(c.budget_bytes) + " budget";
-  const int64_t top = std::max(alignment, std::min(kStreamStripRows, round_up(whole[0], alignment)) / alignment * alignment);
+  int64_t across = 1;
+  for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
+  const int64_t rows = std::min(kStreamStripPixels / across, round_up(whole[0], alignment));
+  const int64_t top = std::max(alignment, rows / alignment * alignment);
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {
     const StreamFootprint f = stream_footprint(model, whole, strip);
     c.strip = strip;

@@ -21,6 +21,7 @@
 // eval mode is a per-channel affine map and streams. Tensors: N × C × rows × …; one executor
 // per image, not thread safe.
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,16 +60,22 @@ class StreamExecutor {
   torch::Tensor concat(int i, const torch::Tensor& x);
   void keep_skip(int i, const torch::Tensor& x);
 
-  struct Buffer {  // rows kept by a layer: carried input, or a skip waiting for its decoder rows
-    torch::Tensor rows;
-    int64_t first = 0;  // absolute row index of rows' first row (skip buffers)
+  // The encoder rows [first, first + rows) of one skip, as the strips' chunks (views) that
+  // hold them: appending or dropping rows copies nothing.
+  struct SkipRows {
+    std::deque<torch::Tensor> chunks;
+    int64_t first = 0;
+    int64_t rows = 0;
+    void append(const torch::Tensor& x);
+    torch::Tensor take(int64_t from, int64_t count) const;  ///< rows [from, from + count)
+    void drop_before(int64_t row);
   };
   UNet net_;
   LayerSequence seq_;
   std::vector<LayerModules> modules_;
-  std::vector<Buffer> carry_;      // by layer
-  std::vector<int64_t> consumed_;  // by layer: decoder rows a concatenation has consumed
-  std::vector<Buffer> skip_;       // by skip edge
+  std::vector<torch::Tensor> carry_;  // by layer: the input rows a convolution or pooling carries
+  std::vector<int64_t> consumed_;     // by layer: decoder rows a concatenation has consumed
+  std::vector<SkipRows> skip_;        // by skip edge
   std::vector<int64_t> crop_;      // by skip edge: the centre crop per side, in rows
   int64_t rows_in_ = 0, rows_out_ = 0;
   double flops_ = 0;
