@@ -141,8 +141,14 @@ torch::Tensor StreamExecutor::pool(int i, const torch::Tensor& x) {
 
 void StreamExecutor::keep_skip(int i, const torch::Tensor& x) {
   if (!x.defined()) return;
-  for (size_t e = 0; e < seq_.skips.size(); ++e)
-    if (seq_.skips[e].producer == i) skip_[e].append(x);
+  for (size_t e = 0; e < seq_.skips.size(); ++e) {
+    if (seq_.skips[e].producer != i) continue;
+    // Kept cropped across (the decoder never reads the margins): in 3-D the margins of the
+    // widest skip are most of its slices.
+    torch::Tensor kept = x;
+    for (int64_t d = 3; d < x.dim(); ++d) kept = kept.narrow(d, crop_[e], x.size(d) - 2 * crop_[e]);
+    skip_[e].append(kept.clone());
+  }
 }
 
 void StreamExecutor::SkipRows::append(const torch::Tensor& x) {
@@ -181,8 +187,8 @@ torch::Tensor StreamExecutor::concat(int i, const torch::Tensor& x) {
   int64_t& done = consumed_[static_cast<size_t>(i)];
   // Decoder row j meets encoder row j + c; the encoder is ahead, so its rows are here.
   const int64_t n = x.size(2);
-  torch::Tensor s = skip_[e].take(done + c, n);
-  for (int64_t d = 3; d < x.dim(); ++d) s = s.narrow(d, c, x.size(d));  // the same centre crop across
+  const torch::Tensor s = skip_[e].take(done + c, n);
+  for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(s.size(d) == x.size(d));
   torch::Tensor y = torch::cat({s, x}, 1);
   done += n;
   skip_[e].drop_before(done + c);

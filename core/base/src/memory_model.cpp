@@ -201,7 +201,15 @@ class StreamDryRun {
     int64_t n = 0;
     for (size_t i = 0; i < carry_.size(); ++i) n += carry_[i] * row(i, true);
     for (size_t e = 0; e < seq.skips.size(); ++e)
-      n += (produced_[e] - first_[e]) * row(size_t(seq.skips[e].producer), false);
+      n += (produced_[e] - first_[e]) * skip_row(e);
+    return n;
+  }
+  // Elements of one row of skip e as kept: the producer's channels, cropped across to the
+  // decoder's sides.
+  int64_t skip_row(size_t e) const {
+    const SkipEdge& s = across_.front().skips[e];
+    int64_t n = across_.front().layers[size_t(s.producer)].out_channels;
+    for (const LayerSequence& a : across_) n *= a.layers[size_t(s.consumer)].out_side;
     return n;
   }
   int64_t logits_row() const { return row(across_.front().layers.size() - 1, false); }

@@ -86,7 +86,8 @@ struct ImageRun {
 };
 /// --mode tile: tiles; stream: strips (a model that does not stream is refused, naming why);
 /// auto: strips where the model streams, the image is one piece of work (no --sp, no
-/// --run-dir, no --tile N given) and `tile` would recompute, else tiles.
+/// --run-dir, no --tile N given) and `tile` would recompute (more than one tile) or, as the
+/// whole image in one tile, hold more than twice the stream's predicted memory; else tiles.
 ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
                           parallel::Communicator& group);
 

@@ -1,5 +1,4 @@
-#include <cstdio>
-
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "infer_parts.hpp"
@@ -42,6 +41,10 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
 
 namespace {
 
+// auto streams an image that fits one tile when that tile's prediction is this many times the
+// stream's: the same pass, in a fraction of the memory.
+constexpr double kStreamMemoryAdvantage = 2.0;
+
 // Why this image does not stream, or "" when it can.
 std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
   if (auto why = stream_refusal(model)) return *why;
@@ -60,20 +63,27 @@ ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const
   if (o.mode == "tile") return run;
   const std::string refused = stream_refused(o, model);
   if (o.mode == "stream" && !refused.empty()) throw Error("--mode stream: " + refused + "; use --mode tile");
-  char recompute[32];
-  std::snprintf(recompute, sizeof recompute, "%.2fx", run.tile_recompute);
-  if (o.mode == "auto" && !refused.empty()) {
+  if (!refused.empty()) {
     run.why = "tiles (auto: " + refused + ")";
     return run;
   }
-  if (o.mode == "auto" && run.tile_recompute <= 1.0 + 1e-9) {
-    run.why = "tiles (auto: the whole image is one tile, nothing to recompute)";
+  const StripChoice strip = choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes());
+  int64_t tiles = 1;
+  for (size_t a = 0; a < extent.size(); ++a) tiles *= (extent[a] + tile.steps[a] - 1) / tile.steps[a];
+  // One tile is one pass over the image already: auto keeps it unless it holds much more.
+  const bool one_tile_holds_more = tiles == 1 && tile.predicted_bytes > kStreamMemoryAdvantage * strip.predicted_bytes;
+  std::string why;
+  if (tiles > 1) why = fmt::format("tiles of {} would recompute {:.2f}x", tile.tile, run.tile_recompute);
+  else if (one_tile_holds_more)
+    why = fmt::format("the whole image as one tile would hold {}, the stream {}", format_bytes(tile.predicted_bytes),
+                      format_bytes(strip.predicted_bytes));
+  if (o.mode == "auto" && why.empty()) {
+    run.why = "tiles (auto: the whole image is one tile)";
     return run;
   }
-  run.strip = choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes());
+  run.strip = strip;
   run.why = std::string("stream (") + (o.mode == "auto" ? "auto: " : "") +
-            "valid built-in U-Net without window statistics; tiles of " + std::to_string(tile.tile) + " would recompute " +
-            recompute + ")";
+            "valid built-in U-Net without window statistics" + (why.empty() ? "" : "; " + why) + ")";
   return run;
 }
 

@@ -10,6 +10,7 @@
 //   concatenation     the encoder's rows wait in a delay buffer until the decoder row they
 //                     meet arrives (the skip's centre crop is a fixed row offset, the same for
 //                     every input size of a valid U-Net) and are dropped once consumed;
+//                     they are kept cropped across to the decoder's sides;
 //   norm, ReLU, head  row-wise.
 // So each feature is computed once and the rows coming out, concatenated, equal the forward
 // pass over the whole input (UNetImpl::forward) up to float rounding, whatever the strip
@@ -49,7 +50,8 @@ class StreamExecutor {
   int64_t rows_out() const { return rows_out_; }
   /// FLOPs executed so far (convolutions, counted as LayerSequence counts them).
   double flops() const { return flops_; }
-  /// Bytes of carried rows and skip delay buffers after the last push, and their peak.
+  /// Bytes of carried rows and skip delay buffers after the last push, and their peak (rows
+  /// kept; a strip's skip chunk is freed when the decoder has passed its last row).
   int64_t held_bytes() const { return held_bytes_; }
   int64_t peak_held_bytes() const { return peak_held_bytes_; }
 
