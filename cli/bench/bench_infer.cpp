@@ -51,8 +51,11 @@ cli::ChildResult tessera_infer(const BenchInferOptions& f, const std::string& in
   const std::string out = (fs::path(f.work_dir) / output).string();
   std::vector<std::string> argv{cli::self_executable(), "infer"};
   argv.insert(argv.end(), model.begin(), model.end());
-  argv.insert(argv.end(), {"--input", input, "--output", out, "--tile", tile, "--threads", std::to_string(threads),
-                           "--precision", precision, "--no-progress"});
+  // tile "stream": --mode stream (strips, no tiles); otherwise tiles of that side.
+  if (tile == "stream") argv.insert(argv.end(), {"--mode", "stream"});
+  else argv.insert(argv.end(), {"--mode", "tile", "--tile", tile});
+  argv.insert(argv.end(), {"--input", input, "--output", out, "--threads", std::to_string(threads), "--precision",
+                           precision, "--no-progress"});
   auto r = cli::run_child(argv, true);
   if (r.exit_code != 0)
     throw Error("bench: tessera infer failed on " + input + " (exit " + std::to_string(r.exit_code) + ")");
@@ -149,6 +152,28 @@ nlohmann::json run_reference(const BenchInferOptions& f, const std::string& scen
   return j;
 }
 
+// What follows `key` in infer's summary line, up to the next comma ("" when absent).
+std::string summary_field(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key);
+  return at == std::string::npos ? "" : out.substr(at, out.find_first_of(",\n", at) - at);
+}
+
+// The same network streamed (--mode stream): its row beside the tiles', labels compared.
+void stream_row(const BenchInferOptions& f, const std::string& scene, const std::vector<std::string>& checkpoint,
+                int threads, const cli::ChildResult& tiles, nlohmann::json& report) {
+  const double px = double(f.size) * double(f.size);
+  const cli::ChildResult s = tessera_infer(f, scene, checkpoint, "stream", threads, "fp32", "labels_stream.tif");
+  const double g = unet_flops_per_output_pixel(unet_preset("unet-tiny")) * px / s.seconds / 1e9;
+  const auto [equal, total] = equal_labels((fs::path(f.work_dir) / "labels.tif").string(),
+                                           (fs::path(f.work_dir) / "labels_stream.tif").string());
+  std::printf("%-*s %9.2f %9.3f %12.2f %12.1f  labels equal to tiles': %.4f%%, %.2fx their speed, %s, %s\n", kRowLabel,
+              "tessera infer --mode stream", s.seconds, px / 1e6 / s.seconds, g, s.peak_rss_mib,
+              100.0 * double(equal) / double(total), tiles.seconds / s.seconds, summary_field(s.out, "recompute").c_str(),
+              summary_field(s.out, "strips of").c_str());
+  report["tessera_stream"] = {{"seconds", s.seconds}, {"useful_gflops", g}, {"peak_rss_mib", s.peak_rss_mib},
+                              {"labels_equal", equal}, {"pixels", total}};
+}
+
 // The speed comparison on the main scene: Tessera (fp32, bf16) and the reference, one network.
 void compare_with_reference(const BenchInferOptions& f, int threads, nlohmann::json& report) {
   const double tiny_flops = unet_flops_per_output_pixel(unet_preset("unet-tiny"));
@@ -181,6 +206,7 @@ void compare_with_reference(const BenchInferOptions& f, int threads, nlohmann::j
     report["tessera_bf16"] = {{"seconds", b.seconds}, {"useful_gflops", b_gflops}, {"peak_rss_mib", b.peak_rss_mib},
                               {"labels_equal", equal}, {"pixels", total}};
   }
+  if (f.stream) stream_row(f, main_scene, checkpoint, threads, t, report);
   if (!f.ref) return;
   nlohmann::json j = run_reference(f, main_scene, model, threads);
   const double secs = j.at("seconds").get<double>(), rss = j.at("peak_rss_mib").get<double>();
@@ -226,8 +252,7 @@ void run_bench_infer(const BenchInferOptions& f) {
     report["conv_peak_gflops"] = peak;
     std::printf("unet-small on %lld^2, --tile %s: %.1f s, %.1f useful GFLOP/s = %.0f%% of the convolution peak\n",
                 (long long)f.small_size, f.small_tile.c_str(), r.seconds, g, 100.0 * g / peak);
-    if (const size_t at = r.out.find("tiling overhead"); at != std::string::npos)  // infer's summary line
-      std::printf("  (%s)\n", r.out.substr(at, r.out.find_first_of(",\n", at) - at).c_str());
+    std::printf("  (%s)\n", summary_field(r.out, r.out.find("strips,") != std::string::npos ? "stream (" : "tiling overhead").c_str());
     report["unet_small"] = {{"seconds", r.seconds}, {"useful_gflops", g}, {"fraction_of_peak", g / peak},
                             {"size", f.small_size}, {"tile", f.small_tile}};
   }
@@ -241,6 +266,13 @@ void run_bench_infer(const BenchInferOptions& f) {
       if (first == 0) first = r.peak_rss_mib;
       std::printf("  %6lld^2: %8.1f MiB  (%.2fx the first)\n", (long long)n, r.peak_rss_mib, r.peak_rss_mib / first);
       mem.push_back({{"size", n}, {"peak_rss_mib", r.peak_rss_mib}, {"seconds", r.seconds}});
+      if (!f.stream) continue;
+      const cli::ChildResult s =
+          tessera_infer(f, bench_scene(f.work_dir, n), random_model("unet-tiny"), "stream", threads);
+      std::printf("  %6lld^2: %8.1f MiB  --mode stream, %.2f s (%s; %s)\n", (long long)n, s.peak_rss_mib, s.seconds,
+                  summary_field(s.out, "strips of").c_str(), summary_field(s.out, "carried").c_str());
+      mem.back()["stream_peak_rss_mib"] = s.peak_rss_mib;
+      mem.back()["stream_seconds"] = s.seconds;
     }
     report["memory"] = mem;
   }

@@ -21,7 +21,7 @@ struct BenchInferOptions {
   std::string work_dir = default_work_dir();
   int train_steps = 20;  ///< of the checkpoint both tools run (at `tile`)
   std::string ref_script = source_file("bench/reference/sliding_window.py");
-  bool ref = true, small = true, memory = true, bf16 = true;  ///< the parts of the bench that run
+  bool ref = true, small = true, memory = true, bf16 = true, stream = true;  ///< the parts of the bench that run
 
   /// The checks that need no file, each error naming the flag. Throws tessera::Error.
   void validate() const;
@@ -42,6 +42,7 @@ void fields(BenchInferOptions& o, V& v) {
   v.field("small", o.small, "The unet-small run (--no-small: skip it)");
   v.field("memory", o.memory, "The memory-vs-size runs (--no-memory: skip them)");
   v.field("bf16", o.bf16, "The bfloat16 row (--no-bf16: skip it)");
+  v.field("stream", o.stream, "The --mode stream rows (--no-stream: skip them)");
 }
 
 /// Tessera's streaming tiled inference against the PyTorch sliding-window reference, the

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/memory_model.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/tensor_io.hpp"
 
@@ -42,6 +43,12 @@ torch::Tensor crop_inset(torch::Tensor t, const Box& covered, const Box& inset) 
 
 }  // namespace
 
+void check_bands(const ImageSource& source, const UNetOptions& model) {
+  if (source.info().channels != model.in_channels)
+    throw Error(source.info().path + ": has " + std::to_string(source.info().channels) + " bands but the model expects " +
+                std::to_string(model.in_channels));
+}
+
 void InferenceOptions::validate(const UNetOptions& model) const {
   const int64_t a = unet_alignment(model);
   if (tile <= 0 || tile % a != 0)
@@ -49,6 +56,7 @@ void InferenceOptions::validate(const UNetOptions& model) const {
                 " for this model (" + std::to_string(model.levels) + " levels); try " +
                 std::to_string(std::max<int64_t>(a, (tile / a) * a)));
   if (batch < 1) throw Error("--batch " + std::to_string(batch) + ": must be >= 1");
+  if (strip < 0) throw Error("strip " + std::to_string(strip) + ": must be >= 0 (0: tiles)");
 }
 
 TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile) {
@@ -64,11 +72,13 @@ TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t t
 
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue) {
+  if (options.strip > 0) {
+    TESSERA_CHECK(!queue);
+    return for_each_strip(net, source, norm, options, fn);
+  }
   const UNetOptions& model = net->options();
   options.validate(model);
-  if (source.info().channels != model.in_channels)
-    throw Error(source.info().path + ": has " + std::to_string(source.info().channels) + " bands but the model expects " +
-                std::to_string(model.in_channels));
+  check_bands(source, model);
   const TileGrid grid = make_tile_grid(model, source.info().extent, options.tile);
   net->eval();
   net->use_channels_last();
@@ -118,6 +128,7 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   report.useful_gflops = unet_flops_per_output_pixel(model) * double(report.pixels) / 1e9;
   report.overhead = grid.overhead();
+  report.recompute = tile_recompute(model, source.info().extent, options.tile) * double(done) / double(grid.size());
   return report;
 }
 

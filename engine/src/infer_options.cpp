@@ -23,6 +23,14 @@ void validate_model(const InferOptions& o) {
   for (int b : o.bands)
     if (b < 1) throw Error("--bands: " + std::to_string(b) + " is not a band; bands count from 1 (--bands 1,2,3,3)");
   if (!o.memory_budget.empty()) parse_memory_size(o.memory_budget);
+  if (o.mode != "auto" && o.mode != "tile" && o.mode != "stream")
+    throw Error("--mode: '" + o.mode + "' is not one of auto, tile, stream");
+  if (o.mode != "stream") return;
+  if (parse_tile_option(o.tile) > 0) throw Error("--tile " + o.tile + ": only with --mode tile or auto (a stream has no tiles)");
+  if (o.sp > 1) throw Error("--mode stream: not with --sp (it splits tiles across ranks); use --mode tile");
+  if (!o.run_dir.empty())
+    throw Error("--mode stream: not with --run-dir " + o.run_dir + " (its ranks take tiles; bands of a streamed image "
+                "are not implemented); use --mode tile");
 }
 
 void validate_spatial(const InferOptions& o) {

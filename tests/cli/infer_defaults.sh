@@ -113,7 +113,8 @@ echo "== a budget below the whole image's prediction: smaller tiles, predicted w
 whole=$(grep -o 'predicted [0-9]* MiB' "$W/raster300.out" | grep -o '[0-9]*')
 budget=$(( ${whole:-300} - 20 ))
 check budget "auto: largest fitting the $budget MiB budget" 180 \
-  --model unet-tiny --init random --input "$W/sc/scene.tif" --output "$W/obudget.tif" --memory-budget "${budget}MiB"
+  --model unet-tiny --init random --input "$W/sc/scene.tif" --output "$W/obudget.tif" --memory-budget "${budget}MiB" \
+  --mode tile
 grep -q ': [2-9][0-9]* tiles\|: 1[0-9][0-9]* tiles' "$W/budget.out" && pass "the budget splits the 300² raster" \
   || fail "the budget did not split the raster: $(cat "$W/budget.out")"
 # Same labels (the GeoTIFF bytes may differ with the write order of the tiles).

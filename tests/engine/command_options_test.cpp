@@ -11,6 +11,7 @@
 #include "tessera/engine/evaluation.hpp"
 #include "tessera/engine/export_options.hpp"
 #include "tessera/engine/image_info_options.hpp"
+#include "tessera/engine/infer_options.hpp"
 #include "tessera/engine/model_info_options.hpp"
 #include "tessera/engine/plan_options.hpp"
 #include "tessera/engine/simulate_options.hpp"
@@ -30,6 +31,32 @@ std::string refusal(const O& o) {
 }
 
 #define EXPECT_REFUSED_NAMING(options, flag) EXPECT_NE(refusal(options).find(flag), std::string::npos) << refusal(options)
+
+// --mode: its values, and what a stream cannot join, each refusal naming the flag.
+TEST(InferOptions, ModeRefusesWhatAStreamCannotJoin) {
+  engine::InferOptions o;
+  o.input = "scene.tif";
+  o.output = "labels.tif";
+  o.checkpoint = "model.pt";
+  for (const char* mode : {"auto", "tile", "stream"}) {
+    o.mode = mode;
+    EXPECT_EQ(refusal(o), "") << mode;
+  }
+  o.mode = "sideways";
+  EXPECT_REFUSED_NAMING(o, "--mode");
+  o.mode = "stream";
+  o.tile = "64";
+  EXPECT_REFUSED_NAMING(o, "--tile 64");
+  o.mode = "tile";
+  EXPECT_EQ(refusal(o), "");
+  o.mode = "stream";
+  o.tile = "auto";
+  o.run_dir = "run";
+  EXPECT_REFUSED_NAMING(o, "--run-dir");
+  o.run_dir = "";
+  o.sp = 2;
+  EXPECT_REFUSED_NAMING(o, "--sp");
+}
 
 TEST(PlanJobOptions, DefaultsAreValid) {
   engine::PlanJobOptions o;

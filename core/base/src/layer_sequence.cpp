@@ -165,4 +165,16 @@ int64_t layer_bytes(const Layer& layer, int64_t micro_batch, bool training) {
   return layer.saved_bytes * micro_batch + 4 * kFloatBytes * layer.params;
 }
 
+Index unet_whole_input(const UNetOptions& o, const Index& extent) {
+  const int64_t halo = o.padding == Padding::kValid ? unet_halo(o) : 0;
+  const int64_t a = unet_alignment(o);
+  Index sides;
+  for (int64_t n : extent) {
+    int64_t in = o.padding == Padding::kValid ? n + 2 * halo : (n + a - 1) / a * a;
+    while (!unet_output_size(o, in)) ++in;
+    sides.push_back(in);
+  }
+  return sides;
+}
+
 }  // namespace tessera

@@ -114,6 +114,11 @@ LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_si
     // What a layer keeps is a whole number of bytes per output element (4, 12 or 0).
     const Layer& cube = axes.front().layers[i];
     l.saved_bytes = cube.out_elements > 0 ? cube.saved_bytes / cube.out_elements * l.out_elements : 0;
+    // FLOPs are per element of the output (of the input for the up-sampling decoder's 1×1
+    // convolution, which runs before the up-sampling).
+    const bool on_input = l.kind == LayerKind::kUp && model.decoder == Decoder::kUpsample;
+    l.flops = on_input ? cube.flops / double(cube.in_elements) * double(l.in_elements)
+                       : cube.flops / double(cube.out_elements) * double(l.out_elements);
   }
   for (SkipEdge& e : seq.skips) {
     e.elements = seq.layers[size_t(e.producer)].out_elements;
@@ -134,6 +139,107 @@ int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch)
   const int64_t window = first.in_elements * kFloatBytes + first.in_elements / first.in_channels;  // values + valid
   const int64_t loop = 2 * window + 2 * first.in_elements * kFloatBytes + seq.layers.back().out_elements * kFloatBytes;
   return weights + std::llround(kInferenceAllocatorSlack * double(batch) * double(network + loop));
+}
+
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Rows of a strip as they leave layer i, and the rows each layer keeps: the executor's rules.
+class StreamDryRun {
+ public:
+  StreamDryRun(const UNetOptions& model, const Index& whole_input) : model_(model) {
+    for (size_t a = 1; a < whole_input.size(); ++a) across_.push_back(unet_layer_sequence(model, whole_input[a]));
+    const LayerSequence& seq = across_.front();
+    carry_.assign(seq.layers.size(), 0);
+    done_.assign(seq.layers.size(), 0);
+    produced_.assign(seq.skips.size(), 0);
+    first_.assign(seq.skips.size(), 0);
+    for (const SkipEdge& e : seq.skips)
+      crop_.push_back((seq.layers[size_t(e.producer)].out_side - seq.layers[size_t(e.consumer - 1)].out_side) / 2);
+  }
+  // Elements of one row of layer i's input or output.
+  int64_t row(size_t i, bool input) const {
+    const Layer& l = across_.front().layers[i];
+    int64_t n = input ? l.in_channels : l.out_channels;
+    for (const LayerSequence& s : across_) n *= input ? s.layers[i].in_side : s.layers[i].out_side;
+    return n;
+  }
+  // Pushes `rows` input rows; returns the peak elements of one layer's input and output.
+  int64_t push(int64_t rows) {
+    const LayerSequence& seq = across_.front();
+    int64_t working = 0;
+    for (size_t i = 0; i < seq.layers.size(); ++i) {
+      const LayerKind kind = seq.layers[i].kind;
+      const int64_t in = rows + carry_[i];
+      int64_t out = rows;
+      if (kind == LayerKind::kConv || kind == LayerKind::kHead) {
+        const int64_t k = kind == LayerKind::kHead ? 1 : model_.kernel;
+        out = std::max<int64_t>(0, in - (k - 1));
+        carry_[i] = std::min(k - 1, in);
+      } else if (kind == LayerKind::kPool) {
+        out = in / 2;
+        carry_[i] = in % 2;
+      } else if (kind == LayerKind::kUp) {
+        out = 2 * rows;
+      } else if (kind == LayerKind::kConcat && rows > 0) {
+        size_t e = 0;
+        while (seq.skips[e].consumer != int(i)) ++e;
+        done_[i] += rows;
+        first_[e] = done_[i] + crop_[e];
+      }
+      if (out > 0) working = std::max(working, in * row(i, true) + out * row(i, false));
+      for (size_t e = 0; e < seq.skips.size(); ++e)
+        if (seq.skips[e].producer == int(i)) produced_[e] += out;
+      rows = out;
+    }
+    return working;
+  }
+  int64_t held() const {
+    const LayerSequence& seq = across_.front();
+    int64_t n = 0;
+    for (size_t i = 0; i < carry_.size(); ++i) n += carry_[i] * row(i, true);
+    for (size_t e = 0; e < seq.skips.size(); ++e)
+      n += (produced_[e] - first_[e]) * skip_row(e);
+    return n;
+  }
+  // Elements of one row of skip e as kept: the producer's channels, cropped across to the
+  // decoder's sides.
+  int64_t skip_row(size_t e) const {
+    const SkipEdge& s = across_.front().skips[e];
+    int64_t n = across_.front().layers[size_t(s.producer)].out_channels;
+    for (const LayerSequence& a : across_) n *= a.layers[size_t(s.consumer)].out_side;
+    return n;
+  }
+  int64_t logits_row() const { return row(across_.front().layers.size() - 1, false); }
+
+ private:
+  UNetOptions model_;
+  std::vector<LayerSequence> across_;  // per axis after the first: the layers' sides across
+  std::vector<int64_t> carry_, done_, produced_, first_, crop_;
+};
+
+}  // namespace
+
+StreamFootprint stream_footprint(const UNetOptions& model, const Index& whole_input, int64_t strip) {
+  TESSERA_CHECK(strip >= 1 && whole_input.size() >= 2 && static_cast<int>(whole_input.size()) == model.dims);
+  StreamDryRun run(model, whole_input);
+  StreamFootprint f;
+  int64_t working = 0, carried = 0;
+  for (int64_t fed = 0; fed < whole_input[0]; fed += strip) {
+    working = std::max(working, run.push(std::min(strip, whole_input[0] - fed)));
+    carried = std::max(carried, run.held());
+  }
+  int64_t across = 1;
+  for (size_t a = 1; a < whole_input.size(); ++a) across *= whole_input[a];
+  f.carried = kFloatBytes * carried;
+  f.working = kFloatBytes * working;
+  f.window = strip * across * (2 * kFloatBytes * model.in_channels + 1);
+  const int64_t logits = kFloatBytes * strip * run.logits_row();
+  const int64_t weights = kFloatBytes * unet_parameter_count(model);
+  f.bytes = weights + std::llround(kInferenceAllocatorSlack * double(f.carried + f.working + 2 * f.window + logits));
+  return f;
 }
 
 }  // namespace tessera

@@ -187,4 +187,45 @@ TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, co
                      [&](const Index& steps) { return baseline_bytes + inference_bytes(model, steps, batch); });
 }
 
+double tile_recompute(const UNetOptions& model, const Index& extent, int64_t tile) {
+  if (model.padding != Padding::kValid) return 1;
+  const TileGrid grid(TileGridOptions(extent)
+                          .with_step(tile)
+                          .with_remainder(unet_remainder(model))
+                          .with_halo(unet_halo(model))
+                          .with_alignment(unet_alignment(model)));
+  return double(grid.size()) * box_layer_sequence(model, grid.input_sides()).flops() /
+         box_layer_sequence(model, unet_whole_input(model, extent)).flops();
+}
+
+std::string StripChoice::summary() const {
+  return "strips of " + std::to_string(strip) + " rows (" + reason + ")";
+}
+
+StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes) {
+  StripChoice c;
+  c.budget_bytes = memory_budget > 0 ? memory_budget : default_memory_budget();
+  const Index whole = unet_whole_input(model, extent);
+  const int64_t alignment = unet_alignment(model);
+  const std::string budget = format_bytes(c.budget_bytes) + " budget";
+  int64_t across = 1;
+  for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
+  const int64_t rows = std::min(kStreamStripPixels / across, round_up(whole[0], alignment));
+  const int64_t top = std::max(alignment, rows / alignment * alignment);
+  for (int64_t strip = top; strip >= alignment; strip -= alignment) {
+    const StreamFootprint f = stream_footprint(model, whole, strip);
+    c.strip = strip;
+    c.predicted_bytes = baseline_bytes + f.bytes;
+    c.carried_bytes = f.carried;
+    if (c.predicted_bytes <= c.budget_bytes) {
+      c.reason = "largest up to " + std::to_string(top) + " fitting the " + budget + ": predicted " +
+                 format_bytes(c.predicted_bytes);
+      return c;
+    }
+  }
+  c.reason = "smallest strip; predicted " + format_bytes(c.predicted_bytes) + " exceeds the " + budget;
+  return c;
+}
+
 }  // namespace tessera
+

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <optional>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "infer_parts.hpp"
@@ -114,12 +115,19 @@ void label_sample_parallel(const InferOptions& o, UNet& net, const ImageSource& 
               spread.c_str(), tile.summary().c_str(), r.seconds, group.size(), threads);
 }
 
-void print_summary(const InferredImage& image, const InferenceReport& r, const TileChoice& tile,
+void print_summary(const InferredImage& image, const InferenceReport& r, const TileChoice& tile, const ImageRun& run,
                    const std::string& spatial, const std::string& probabilities, int threads) {
-  std::printf("%s -> %s: %lld tiles, %s, %.2f s, %.3f Mpx/s, %.2f useful GFLOP/s, tiling overhead %.2fx%s %d threads\n",
-              image.input.c_str(), image.output.c_str(), (long long)r.tiles, tile.summary().c_str(), r.seconds,
-              r.pixels / 1e6 / r.seconds, r.useful_gflops / r.seconds, r.overhead, spatial.empty() ? "," : spatial.c_str(),
-              threads);
+  const std::string rate = fmt::format("{:.2f} s, {:.3f} Mpx/s, {:.2f} useful GFLOP/s", r.seconds, r.pixels / 1e6 / r.seconds,
+                                       r.useful_gflops / r.seconds);
+  if (run.strip)
+    std::printf("%s -> %s: %lld strips, %s, %s, %s, recompute %.2fx, carried %s, %d threads\n", image.input.c_str(),
+                image.output.c_str(), (long long)r.tiles, run.why.c_str(), run.strip->summary().c_str(), rate.c_str(),
+                r.recompute, format_bytes(r.held_bytes).c_str(), threads);
+  else
+    std::printf("%s -> %s: %lld tiles, %s, %s, tiling overhead %.2fx, recompute %.2fx%s%s %d threads\n",
+                image.input.c_str(), image.output.c_str(), (long long)r.tiles, tile.summary().c_str(), rate.c_str(),
+                r.overhead, r.recompute, run.why.empty() ? "" : (", " + run.why).c_str(),
+                spatial.empty() ? "," : spatial.c_str(), threads);
   if (!probabilities.empty()) std::printf("probabilities: %s\n", probabilities.c_str());
 }
 
@@ -149,7 +157,9 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   if (o.sp > 1) mesh = spatial_mesh(o, static_cast<int>(extent.size()));
   const TileChoice tile = choose_image_tile(o, net->options(), extent, mesh.has_value(), group);
   const bool show_progress = o.progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
+  const ImageRun run = choose_image_run(o, net->options(), extent, tile, group);
   auto options = InferenceOptions().with_tile(tile.tile).with_batch(o.batch).with_progress(show_progress);
+  if (run.strip) options.with_strip(run.strip->strip);
   use_precision(o, net, job.input, extent, mesh.has_value(), options);
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
   if (mesh) {
@@ -170,7 +180,7 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
     const std::string spatial = mesh ? ", spatial " + std::to_string(o.sp) + " (mesh " + mesh->describe() + ") on " +
                                            std::to_string(group.size()) + " ranks x"
                                      : "";
-    print_summary(inferred, r, tile, spatial, o.probabilities, threads);
+    print_summary(inferred, r, tile, run, spatial, o.probabilities, threads);
   }
   if (!root) return;
   for (const auto& output : made_from_labels) output->write(inferred, written, outputs);

@@ -13,6 +13,7 @@
 // Internal to engine/.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,19 @@ TileChoiceOptions tile_choice_options(const InferOptions& o, parallel::Communica
 /// same on every rank: the smallest any rank chose.
 TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, const Index& extent, int batch,
                         parallel::Communicator& world);
+
+/// How one image runs (--mode): tiles, or strips streamed through the network; and why.
+struct ImageRun {
+  std::optional<StripChoice> strip;  ///< set: streamed, in strips of strip->strip rows
+  double tile_recompute = 1;         ///< FLOPs the chosen tiles would run / one pass over the image
+  std::string why;                   ///< "stream (auto: …)" or, when auto chose tiles, "tiles (auto: …)"
+};
+/// --mode tile: tiles; stream: strips (a model that does not stream is refused, naming why);
+/// auto: strips where the model streams, the image is one piece of work (no --sp, no
+/// --run-dir, no --tile N given) and `tile` would recompute (more than one tile) or, as the
+/// whole image in one tile, hold more than twice the stream's predicted memory; else tiles.
+ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
+                          parallel::Communicator& group);
 
 // ---- spatial.cpp -------------------------------------------------------------------------
 

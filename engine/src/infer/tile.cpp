@@ -1,8 +1,10 @@
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "infer_parts.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/memory_model.hpp"
+#include "tessera/core/stream_executor.hpp"
 #include "tessera/parallel/comm/communicator.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/process_memory.hpp"
@@ -35,6 +37,54 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
     }
   }
   return c;
+}
+
+namespace {
+
+// auto streams an image that fits one tile when that tile's prediction is this many times the
+// stream's: the same pass, in a fraction of the memory.
+constexpr double kStreamMemoryAdvantage = 2.0;
+
+// Why this image does not stream, or "" when it can.
+std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
+  if (auto why = stream_refusal(model)) return *why;
+  if (o.sp > 1) return "--sp splits tiles across ranks";
+  if (!o.run_dir.empty()) return "--run-dir spreads tiles over ranks";
+  if (parse_tile_option(o.tile) > 0) return "--tile " + o.tile + " given";
+  return "";
+}
+
+}  // namespace
+
+ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
+                          parallel::Communicator& group) {
+  ImageRun run;
+  run.tile_recompute = tile_recompute(model, extent, tile.tile);
+  if (o.mode == "tile") return run;
+  const std::string refused = stream_refused(o, model);
+  if (o.mode == "stream" && !refused.empty()) throw Error("--mode stream: " + refused + "; use --mode tile");
+  if (!refused.empty()) {
+    run.why = "tiles (auto: " + refused + ")";
+    return run;
+  }
+  const StripChoice strip = choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes());
+  int64_t tiles = 1;
+  for (size_t a = 0; a < extent.size(); ++a) tiles *= (extent[a] + tile.steps[a] - 1) / tile.steps[a];
+  // One tile is one pass over the image already: auto keeps it unless it holds much more.
+  const bool one_tile_holds_more = tiles == 1 && tile.predicted_bytes > kStreamMemoryAdvantage * strip.predicted_bytes;
+  std::string why;
+  if (tiles > 1) why = fmt::format("tiles of {} would recompute {:.2f}x", tile.tile, run.tile_recompute);
+  else if (one_tile_holds_more)
+    why = fmt::format("the whole image as one tile would hold {}, the stream {}", format_bytes(tile.predicted_bytes),
+                      format_bytes(strip.predicted_bytes));
+  if (o.mode == "auto" && why.empty()) {
+    run.why = "tiles (auto: the whole image is one tile)";
+    return run;
+  }
+  run.strip = strip;
+  run.why = std::string("stream (") + (o.mode == "auto" ? "auto: " : "") +
+            "valid built-in U-Net without window statistics" + (why.empty() ? "" : "; " + why) + ")";
+  return run;
 }
 
 }  // namespace tessera::engine::infer

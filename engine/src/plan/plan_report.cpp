@@ -4,6 +4,8 @@
 
 #include "tessera/core/layer_sequence.hpp"
 
+#include "tessera/core/stream_executor.hpp"
+#include "tessera/core/tile_choice.hpp"
 #include "tessera/engine/plan_job.hpp"
 
 namespace tessera::engine {
@@ -96,6 +98,28 @@ void explain_simulation(const PlanJobOptions& o, const PlanResult& r) {
   }
 }
 
+// Inference of a model that streams: strips within the device memory against the tiles above.
+nlohmann::json stream_json(const PlanResult& r) {
+  const parallel::PlanOptions& po = r.options;
+  if (po.training || stream_refusal(po.model)) return nullptr;
+  const StripChoice s = choose_strip(po.model, po.image, po.device_memory_bytes, 0);
+  return {{"strip", s.strip},
+          {"predicted_bytes", s.predicted_bytes},
+          {"carried_bytes", s.carried_bytes},
+          {"recompute", 1.0},
+          {"tile_recompute", tile_recompute(po.model, po.image, r.layout.tile_inset)}};
+}
+
+void print_stream(const PlanResult& r) {
+  const nlohmann::json s = stream_json(r);
+  if (s.is_null()) return;
+  std::printf("  streaming (--mode stream) strips of %lld rows: peak %.3g GiB predicted (carried rows %s), recompute "
+              "1.00x; the tiles above: %.3g GiB, recompute %.2fx\n",
+              s["strip"].get<long long>(), double(s["predicted_bytes"].get<int64_t>()) / kGiB,
+              format_bytes(s["carried_bytes"].get<int64_t>()).c_str(), double(r.layout.peak_memory_bytes) / kGiB,
+              s["tile_recompute"].get<double>());
+}
+
 void print_layout(const PlanJobOptions& o, const PlanResult& r) {
   const parallel::PlanOptions& po = r.options;
   const parallel::Layout& L = r.layout;
@@ -106,6 +130,7 @@ void print_layout(const PlanJobOptions& o, const PlanResult& r) {
               (long long)L.alignment, (long long)L.tile_input_side, (long long)L.tile_output_side);
   std::printf("  tiling                  %s = %lld tiles, halo overhead E %.2f\n", axes(L.tiles_per_axis).c_str(),
               (long long)L.tiles, L.halo_overhead);
+  print_stream(r);
   std::printf("  pipeline stages K       %d, balance {%s} (memory-aware)\n", L.stages, join(L.balance).c_str());
   std::printf("  micro-batches M         %d (%s), bubble %.2f, activation checkpointing %s\n", L.micro_batches,
               to_string(L.schedule).c_str(), L.bubble_fraction, to_string(L.checkpoint).c_str());
@@ -159,6 +184,7 @@ nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
   if (!r.simulation.is_null()) j["simulation"] = r.simulation;
   if (!r.machine.empty()) j["machine"] = r.machine;
   if (r.cluster) j["layer_efficiency"] = layer_efficiency(L, o.model, *r.cluster);
+  if (const nlohmann::json s = stream_json(r); !s.is_null()) j["stream"] = s;
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/core/tile_choice.hpp"
 #include "tessera/core/tile_grid.hpp"
 #include "tessera/core/unet.hpp"
 
@@ -26,12 +27,15 @@ struct InferenceOptions {
   int64_t tile = 512;     ///< inset side S; a multiple of the model's alignment 2^(L-1), clamped per
                           ///< axis to the image (tile_grid.hpp); `tessera infer` picks it (tile_choice.hpp)
   int batch = 1;          ///< tiles per forward pass
+  int64_t strip = 0;      ///< > 0: streamed (stream_executor.hpp) in strips of this many input rows
+                          ///< (slices in 3-D) across the whole image, no tiles; 0: tiles
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
   ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
 
   InferenceOptions& with_tile(int64_t v) { tile = v; return *this; }
   InferenceOptions& with_batch(int v) { batch = v; return *this; }
+  InferenceOptions& with_strip(int64_t v) { strip = v; return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
   InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 
@@ -45,7 +49,15 @@ struct InferenceReport {
   double seconds = 0;
   double useful_gflops = 0;      ///< FLOPs per output pixel × pixels, in GFLOP
   double overhead = 1;           ///< input pixels read / output pixels kept
+  /// FLOPs executed / FLOPs of one forward pass over the whole padded image (unet_whole_input):
+  /// what tiling recomputes in its halos; 1 (or just under: the pass stops at the last image
+  /// row) when streamed.
+  double recompute = 1;
+  int64_t held_bytes = 0;        ///< streamed: peak bytes of carried rows and skip buffers
 };
+
+/// Throws tessera::Error naming the image when its bands are not the model's input channels.
+void check_bands(const ImageSource& source, const UNetOptions& model);
 
 /// The tile grid a model uses for an image extent and inset side.
 TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile);
@@ -57,9 +69,19 @@ using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const
 /// work. Always called on the thread that called for_each_tile (so it may talk to MPI);
 /// sample-parallel inference hands out tiles through it. Empty: every tile, in order.
 using TileQueue = std::function<int64_t()>;
-/// `report.tiles` counts the tiles this call ran.
+/// `report.tiles` counts the tiles this call ran. With options.strip > 0 it is for_each_strip
+/// (no queue: a streamed image is one piece of work).
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue = {});
+
+/// The streamed loop: strips of options.strip input rows of the whole padded image
+/// (unet_whole_input, read from −ε with reflection) through one StreamExecutor; `fn` gets the
+/// image rows finished by each strip as a Tile whose output and inset are those rows across
+/// the image and whose input is the strip's window (strips whose rows finish nothing call
+/// nothing). `report.tiles` counts strips. The network runs in inference mode, channels-last,
+/// in its parameters' dtype (bf16 weights: bf16 activations, fp32 logits).
+InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Normalization& norm,
+                               const InferenceOptions& options, const TileCallback& fn);
 
 /// Argmax labels of every tile written to `sink` (nodata → kNoDataLabel); does not commit.
 InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normalization& norm,

@@ -57,6 +57,7 @@ class UNetImpl : public torch::nn::Module {
   void use_channels_last();
   /// Back to the default contiguous (NCHW / NCDHW) layout, e.g. after a validation pass.
   void use_contiguous();
+  bool channels_last() const { return channels_last_; }
 
  private:
   UNetOptions options_;

@@ -24,6 +24,7 @@ struct InferOptions {
   std::string series;  ///< DICOM: the series to read from a folder of several
   std::vector<int> bands;  ///< the model's channels from these input bands, 1-based; empty = as they are
   // how
+  std::string mode = "auto";  ///< tile, stream (strips through the network, nothing recomputed), or auto
   std::string tile = "auto";  ///< inset side, or auto: the largest that fits memory_budget
   std::string memory_budget;  ///< with tile auto; "" = half of MemAvailable per node, shared by its ranks
   int batch = 1;
@@ -61,6 +62,11 @@ void fields(InferOptions& o, V& v) {
           "Label GeoTIFF (.tif; .cog.tif: Cloud-Optimized) or label volume (.nii.gz ...), or a folder. A GeoTIFF "
           "carries the class names (GDAL categories and an attribute table Value, Class_Name, Red, Green, Blue, Count "
           "in <output>.aux.xml), the colour table and nodata 255, and gets a QGIS style <output minus .tif>.qml beside it");
+  v.field("mode", o.mode,
+          "tile: tiles with halos (recomputed); stream: strips of rows (slices) through the network, each feature "
+          "computed once, carried rows kept per level, the same labels (valid built-in U-Nets without group or instance "
+          "norm; one process or whole scenes per rank); auto: stream where the model allows it and tiles would "
+          "recompute, else tiles; the summary line says which and why");
   v.field("tile", o.tile,
           "Inset side S kept per tile (multiple of 2^(L-1)), or 'auto': the largest S whose predicted memory (the "
           "planner's inference model) fits --memory-budget. Never larger than the image (clamped per axis to it, "

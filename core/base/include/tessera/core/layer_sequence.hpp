@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/geometry.hpp"
 #include "tessera/core/unet_spec.hpp"
 
 namespace tessera {
@@ -80,5 +81,11 @@ LayerSequence unet_layer_sequence(const UNetOptions& o, int64_t input_side);
 ///              Adam's two moments: 4 + 4 + 2·4 bytes per parameter);
 ///   inference: 4 × params (weights only; activations are transient, see stage_bytes()).
 int64_t layer_bytes(const Layer& layer, int64_t micro_batch, bool training);
+
+/// The input of one forward pass over a whole image of `extent` (axis order (y, x) or
+/// (z, y, x)): per axis the smallest valid input side whose output (input − 2ε) covers the
+/// axis. Read from −ε (reflect-padded), it is the frame that exact tiling and streaming both
+/// reproduce. `same` padding: the extent rounded up to the alignment.
+Index unet_whole_input(const UNetOptions& o, const Index& extent);
 
 }  // namespace tessera

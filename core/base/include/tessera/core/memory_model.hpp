@@ -95,7 +95,7 @@ struct StageTerms {
 StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool training, const std::vector<int64_t>& extra);
 
 /// The layer sequence of a box whose input side differs per axis (unet_layer_sequence is for
-/// cubes): the same layers, each element count the product of its per-axis sides.
+/// cubes): the same layers, each element count (and FLOPs) the product of its per-axis sides.
 LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_sides);
 
 /// Forward-only tiled inference of the whole network in one process (core/inference.hpp, no
@@ -113,5 +113,22 @@ int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch)
 /// tile, up to 2.8 with many — oneDNN reorders and workspaces, and the allocator keeping the
 /// blocks of earlier tiles. The upper end, so a budget holds.
 inline constexpr double kInferenceAllocatorSlack = 3.0;
+
+/// Streamed inference (core/stream_executor.hpp) over a whole padded input of `whole_input`
+/// sides (unet_whole_input) in strips of `strip` input rows (slices): a dry run of the
+/// executor's row bookkeeping, strip by strip, in row counts times each layer's bytes per row
+/// (channels × its sides across). So `carried` is exactly what StreamExecutor::peak_held_bytes
+/// measures; it depends on the image's width, not on its height:
+///   carried = max over strips of Σ_conv (K − 1)·row_in + Σ_pool (odd row)·row_in
+///             + Σ_skip (encoder rows produced − rows the decoder has passed)·row_skip,
+/// the last term the skip's delay, about its crop plus the deeper path's lag in rows.
+struct StreamFootprint {
+  int64_t carried = 0;  ///< peak bytes of carried rows and skip delay buffers
+  int64_t working = 0;  ///< peak bytes of one layer's strip: its input joined to its carry, and its output
+  int64_t window = 0;   ///< one strip's input window (values, valid mask) and its channels-last copy
+  int64_t bytes = 0;    ///< predicted peak: weights + slack × (carried + working + 2 windows + logits rows)
+};
+/// Throws tessera::Error for a side across that the network cannot take.
+StreamFootprint stream_footprint(const UNetOptions& model, const Index& whole_input, int64_t strip);
 
 }  // namespace tessera

@@ -79,4 +79,33 @@ TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, in
 TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, const UNetOptions& model, int batch,
                        int64_t baseline_bytes);
 
+/// FLOPs of every tile of inset `tile` over `extent` / FLOPs of one forward pass over the whole
+/// padded image (unet_whole_input): what exact tiling recomputes in its halos (InferenceReport::
+/// recompute of a tiled run). 1 for `same` networks, whose tiles crop a halo instead.
+double tile_recompute(const UNetOptions& model, const Index& extent, int64_t tile);
+
+/// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
+/// not tiles: the tallest strip (a multiple of the alignment 2^(L-1)) of at most
+/// kStreamStripPixels input pixels (rows × the padded width across) whose predicted footprint
+/// (memory_model.hpp's stream_footprint, on top of what the process holds already) fits the
+/// budget; the alignment when none does, saying so. Taller strips hold more and hardly run
+/// faster (unet-tiny, 2048² scene, one thread: 56-row strips 2.78 s of CPU, 128-row 2.88 s,
+/// 16-row 3.06 s; peak RSS 407, 563, 313 MiB).
+inline constexpr int64_t kStreamStripPixels = int64_t{1} << 17;
+
+struct StripChoice {
+  int64_t strip = 0;            ///< input rows (slices) per strip: InferenceOptions::strip
+  int64_t predicted_bytes = 0;  ///< stream_footprint's bytes + the baseline
+  int64_t carried_bytes = 0;    ///< of which carried rows and skip buffers (unscaled)
+  int64_t budget_bytes = 0;
+  std::string reason;
+
+  /// "strips of 56 rows (largest up to 56 fitting the 2 GiB budget: predicted 310 MiB)".
+  std::string summary() const;
+};
+
+/// The strip for `model` on an image `extent`; `memory_budget` 0: default_memory_budget().
+StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes);
+
 }  // namespace tessera
+

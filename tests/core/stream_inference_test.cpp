@@ -1,0 +1,226 @@
+// Streamed inference (stream_executor.hpp, for_each_strip) against one forward pass of the
+// same network over the whole padded input: logits within 1e-5 of the largest, labels equal,
+// FLOPs those of that one pass, carried memory independent of the image's height.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "memory_image.hpp"
+#include "tessera/core/error.hpp"
+#include "tessera/core/memory_model.hpp"
+#include "tessera/core/inference.hpp"
+#include "tessera/core/stream_executor.hpp"
+#include "tessera/core/tensor_io.hpp"
+#include "tessera/core/tile_choice.hpp"
+
+namespace tessera {
+namespace {
+
+using testing::MemoryImage;
+using testing::MemorySink;
+
+constexpr double kRelative = 1e-5;
+
+float pattern(int c, const Index& at) {
+  float v = 0.2f * float(c);
+  for (size_t a = 0; a < at.size(); ++a) v += std::cos(0.17f * float(at[a]) * float(a + 1) + float(c));
+  return v;
+}
+
+// The whole input pushed in strips of `rows`, cycling through `heights` when given.
+torch::Tensor streamed(UNet& net, const torch::Tensor& input, const std::vector<int64_t>& heights, double* flops,
+                       int64_t* peak = nullptr) {
+  StreamExecutor executor(net);
+  std::vector<torch::Tensor> out;
+  for (int64_t at = 0, k = 0; at < input.size(2); ++k) {
+    const int64_t rows = std::min(heights[size_t(k) % heights.size()], input.size(2) - at);
+    torch::Tensor y = executor.push(input.narrow(2, at, rows));
+    if (y.defined()) out.push_back(y);
+    at += rows;
+  }
+  *flops = executor.flops();
+  if (peak) *peak = executor.peak_held_bytes();
+  EXPECT_EQ(executor.rows_in(), input.size(2));
+  return torch::cat(out, 2);
+}
+
+double relative_error(const torch::Tensor& got, const torch::Tensor& want) {
+  return (got - want).abs().max().item<double>() / want.abs().max().item<double>();
+}
+
+// A preset's shape (levels, convolutions, kernel) with few filters, on the smallest input
+// that covers an odd-sized image, pushed in strips of 1 row, the alignment, and uneven heights.
+void expect_stream_equals_whole_forward(UNetOptions o, const Index& extent, int seed) {
+  torch::manual_seed(seed);
+  UNet net(o);
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const Index whole = unet_whole_input(o, extent);
+  std::vector<int64_t> shape{1, o.in_channels};
+  shape.insert(shape.end(), whole.begin(), whole.end());
+  const torch::Tensor input = torch::randn(shape);
+  const torch::Tensor reference = net->forward(input);
+  const int64_t a = unet_alignment(o);
+  for (const std::vector<int64_t>& heights : std::vector<std::vector<int64_t>>{{1}, {a}, {3, 2 * a + 1, 5}}) {
+    double flops = 0;
+    int64_t peak = 0;
+    const torch::Tensor got = streamed(net, input, heights, &flops, &peak);
+    ASSERT_EQ(got.sizes(), reference.sizes()) << "strip " << heights[0];
+    const double error = relative_error(got, reference);
+    EXPECT_LE(error, kRelative) << "strip " << heights[0];
+    EXPECT_TRUE(got.argmax(1).equal(reference.argmax(1))) << "strip " << heights[0];
+    // Every feature once: the FLOPs of one pass, counted independently from the layer sizes.
+    EXPECT_NEAR(flops / box_layer_sequence(o, whole).flops(), 1.0, 1e-9) << "strip " << heights[0];
+    if (heights.size() == 1) EXPECT_EQ(stream_footprint(o, whole, heights[0]).carried, peak) << "strip " << heights[0];
+  }
+}
+
+TEST(StreamExecutor, EqualsOneForwardPassForEveryBuiltIn2dPreset) {
+  for (const std::string& name : unet_preset_names()) {
+    UNetOptions o = unet_preset(name);
+    if (o.dims != 2) continue;
+    o.with_base_filters(name == "unet-large" ? 2 : 4).with_classes(3);
+    SCOPED_TRACE(name);
+    expect_stream_equals_whole_forward(o, {13, 7}, 11);
+  }
+}
+
+TEST(StreamExecutor, EqualsOneForwardPassWithBatchNormAndTheUpsamplingDecoder) {
+  const UNetOptions base = unet_preset("unet-tiny").with_base_filters(4);
+  expect_stream_equals_whole_forward(UNetOptions(base).with_norm(Norm::kBatch), {21, 9}, 12);
+  expect_stream_equals_whole_forward(UNetOptions(base).with_decoder(Decoder::kUpsample), {21, 9}, 13);
+  expect_stream_equals_whole_forward(UNetOptions(base).with_convs_per_level(3).with_kernel(5), {5, 11}, 14);
+}
+
+TEST(StreamExecutor, EqualsOneForwardPassFor3dSlabs) {
+  expect_stream_equals_whole_forward(unet_preset("unet3d-tiny").with_base_filters(4), {9, 5, 7}, 15);
+  expect_stream_equals_whole_forward(unet_preset("unet3d-32").with_base_filters(1), {3, 3, 1}, 16);
+}
+
+TEST(StreamExecutor, CarriedMemoryDoesNotGrowWithTheImageHeight) {
+  torch::manual_seed(17);
+  const UNetOptions o = unet_preset("unet-tiny").with_base_filters(4);
+  UNet net(o);
+  net->eval();
+  torch::NoGradGuard no_grad;
+  const int64_t width = unet_whole_input(o, {1, 40})[1];
+  int64_t peaks[2] = {0, 0};
+  const int64_t heights[2] = {unet_whole_input(o, {64, 1})[0], unet_whole_input(o, {512, 1})[0]};
+  for (int k = 0; k < 2; ++k) {
+    double flops = 0;
+    streamed(net, torch::randn({1, o.in_channels, heights[k], width}), {unet_alignment(o)}, &flops, &peaks[k]);
+  }
+  EXPECT_GT(peaks[0], 0);
+  EXPECT_EQ(peaks[0], peaks[1]) << "carried rows must not depend on the rows still to come";
+  // The memory model's dry run of the executor predicts the carried bytes exactly.
+  EXPECT_EQ(stream_footprint(o, {heights[1], width}, unet_alignment(o)).carried, peaks[1]);
+  const int64_t input_bytes = 4 * o.in_channels * heights[1] * width;
+  EXPECT_LT(peaks[1], input_bytes) << "a streamed image holds less than its own input";
+}
+
+TEST(StreamExecutor, RefusesWhatDoesNotStream) {
+  const UNetOptions tiny = unet_preset("unet-tiny").with_base_filters(4);
+  EXPECT_FALSE(stream_refusal(tiny).has_value());
+  EXPECT_FALSE(stream_refusal(UNetOptions(tiny).with_norm(Norm::kBatch)).has_value());
+  EXPECT_NE(stream_refusal(UNetOptions(tiny).with_padding(Padding::kSame)).value_or("").find("same"), std::string::npos);
+  EXPECT_NE(stream_refusal(UNetOptions(tiny).with_norm(Norm::kGroup)).value_or("").find("statistics"),
+            std::string::npos);
+  UNet same(UNetOptions(tiny).with_padding(Padding::kSame));
+  EXPECT_THROW(StreamExecutor{same}, Error);
+}
+
+// for_each_strip over an image from a source: odd sizes, nodata, 1 and 2 threads.
+TEST(StreamedInference, LogitsAndLabelsEqualTheWholeImageForwardAndTheTiles) {
+  torch::manual_seed(18);
+  const UNetOptions o = unet_preset("unet-tiny").with_base_filters(8).with_classes(3);
+  UNet net(o);
+  const Index extent{61, 37};
+  MemoryImage image(extent, 4, [](int c, const Index& at) {
+    return at[0] == 5 && at[1] < 4 && c == 1 ? std::numeric_limits<float>::quiet_NaN() : pattern(c, at);
+  });
+  const auto norm = identity_normalization(4);
+  // The reference: the network once over the whole window the stream reads, from −ε.
+  const Index whole = unet_whole_input(o, extent);
+  const int64_t halo = unet_halo(o);
+  torch::Tensor reference;
+  {
+    net->eval();
+    torch::NoGradGuard no_grad;
+    const Window w = read_window(image, Box{Index(2, -halo), whole}, norm);
+    reference = net->forward(w.values.unsqueeze(0))[0].narrow(1, 0, extent[0]).narrow(2, 0, extent[1]);
+    net->use_contiguous();
+  }
+  MemorySink tiled(extent);
+  infer_labels(net, image, norm, tiled, InferenceOptions().with_tile(16).with_progress(false));
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    for (int64_t strip : {8, 29, 200}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", strip " + std::to_string(strip));
+      const auto options = InferenceOptions().with_strip(strip).with_progress(false);
+      const torch::Tensor logits = infer_logits(net, image, norm, options);
+      ASSERT_FALSE(torch::isnan(logits).any().item<bool>()) << "a row was never written";
+      EXPECT_LE(relative_error(logits, reference), kRelative);
+      EXPECT_LE((torch::softmax(logits, 0) - torch::softmax(reference, 0)).abs().max().item<double>(), kRelative);
+      MemorySink sink(extent);
+      const InferenceReport r = infer_labels(net, image, norm, sink, options);
+      for (int w : sink.writes) ASSERT_EQ(w, 1);
+      EXPECT_EQ(sink.labels, tiled.labels);
+      EXPECT_EQ(sink.labels[5 * 37 + 2], kNoDataLabel);
+      EXPECT_LE(r.recompute, 1.05);
+      EXPECT_GT(r.recompute, 0.9);
+    }
+  }
+  torch::set_num_threads(1);
+}
+
+TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
+  torch::manual_seed(19);
+  UNet net(unet_preset("unet-tiny").with_base_filters(4));
+  MemoryImage image({100, 90}, 4, pattern);
+  MemorySink a({100, 90}), b({100, 90});
+  const auto norm = identity_normalization(4);
+  const InferenceReport tiles = infer_labels(net, image, norm, a, InferenceOptions().with_tile(16).with_progress(false));
+  const InferenceReport stream = infer_labels(net, image, norm, b, InferenceOptions().with_strip(24).with_progress(false));
+  EXPECT_EQ(a.labels, b.labels);
+  EXPECT_GT(tiles.recompute, 2.0);  // 16 + 4 + 2·44 input rows for 16 kept, per axis
+  EXPECT_LE(stream.recompute, 1.0 + 1e-9);
+  std::printf("recompute: tiles of 16 %.2fx, stream %.3fx\n", tiles.recompute, stream.recompute);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(StripChoice, TallestAlignedStripWithinThePixelCapAndTheBudget) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  const Index extent{4096, 4096};
+  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0);
+  const int64_t across = unet_whole_input(o, extent)[1];
+  EXPECT_EQ(roomy.strip % unet_alignment(o), 0);
+  EXPECT_LE(roomy.strip * across, kStreamStripPixels);
+  EXPECT_GT((roomy.strip + unet_alignment(o)) * across, kStreamStripPixels);
+  EXPECT_LE(roomy.predicted_bytes, roomy.budget_bytes);
+  // A budget below the roomy prediction: a shorter strip, predicted within it.
+  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0);
+  EXPECT_LT(tight.strip, roomy.strip);
+  EXPECT_LE(tight.predicted_bytes, tight.budget_bytes);
+  EXPECT_NE(tight.summary().find("strips of " + std::to_string(tight.strip) + " rows"), std::string::npos);
+  // Nothing fits: the alignment, saying so.
+  const StripChoice none = choose_strip(o, extent, 1, 0);
+  EXPECT_EQ(none.strip, unet_alignment(o));
+  EXPECT_NE(none.reason.find("exceeds"), std::string::npos) << none.reason;
+  // Carried rows grow with the width, not the height.
+  const Index tall{16384, 4096};
+  EXPECT_EQ(stream_footprint(o, unet_whole_input(o, tall), 24).carried,
+            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+  EXPECT_GT(stream_footprint(o, unet_whole_input(o, {4096, 8192}), 24).carried,
+            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+}
+
+}  // namespace
+}  // namespace tessera
