@@ -57,6 +57,9 @@ class UNetImpl : public torch::nn::Module {
   void use_channels_last();
   /// Back to the default contiguous (NCHW / NCDHW) layout, e.g. after a validation pass.
   void use_contiguous();
+  /// Where the weights are (the device inference and training move their batches to); CPU
+  /// for a network without parameters.
+  torch::Device device() const;
 
  private:
   UNetOptions options_;
