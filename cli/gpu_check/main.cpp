@@ -26,6 +26,8 @@ nlohmann::json step(const char* name, F&& f) {
   std::cerr << "tessera-gpu-check: " << name << "\n";
   try {
     return f();
+  } catch (const c10::Error& e) {  // LibTorch's message without its stack
+    return {{"error", e.what_without_backtrace()}, {"pass", false}};
   } catch (const std::exception& e) {
     return {{"error", e.what()}, {"pass", false}};
   }

@@ -35,6 +35,12 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond:
         bad.append(what)
+for report in (r, r16):
+    for step in ("equality", "training", "throughput", "comm", "telemetry"):
+        if "error" in report[step]:
+            check(False, f"{step}: {report[step]['error'].splitlines()[0]}")
+if bad:
+    sys.exit(1)
 check(r["device_kind"] == "cpu" and r["device"] == "cpu", "device cpu")
 check(r["libtorch"].count(".") >= 1, "libtorch version " + r["libtorch"])
 fb, tw = r["equality"]["forward_backward"], r["equality"]["tiled_versus_whole"]
