@@ -4,7 +4,9 @@
 #    regression once, DICOM included, each input in a process of its own (gating; always runs);
 # 2. a short bounded libFuzzer exploration of each target (TESSERA_FUZZ_SECONDS per target,
 #    default 30; reported, not gating; 0 skips this step only);
-# 3. the whole test suite (unit, MPI-labelled, GUI-labelled, end-to-end).
+# 3. the LibTorch-only configuration (cmake --preset gpu-core in build-core/: no GDAL, ITK,
+#    DCMTK, MPI or Qt; docs/gpu.md) built and its tests run, so it cannot rot (gating);
+# 4. the whole test suite (unit, MPI-labelled, GUI-labelled, end-to-end).
 # The main ctest gets no arguments unless they follow `--` (e.g. `scripts/test.sh -- -R Tile`),
 # so a caller cannot narrow the suite by accident; any other argument is an error.
 ctest_args=()
@@ -46,6 +48,15 @@ if [ "$fuzz_seconds" -gt 0 ]; then
   fi
 else
   echo "fuzz: exploration skipped (TESSERA_FUZZ_SECONDS=0); the replay above still ran"
+fi
+
+echo "== LibTorch-only build (cmake --preset gpu-core, build-core/) and its tests"
+core_log="$TESSERA_ROOT/build-core.log"
+if cmake --preset gpu-core >"$core_log" 2>&1 && cmake --build --preset gpu-core -j "$JOBS" >>"$core_log" 2>&1; then
+  grep -m1 "LibTorch-only build" "$core_log" || true
+  ctest --preset gpu-core -j "$JOBS" || status=$?
+else
+  tail -30 "$core_log" >&2; echo "gpu-core: configure or build failed (log: build-core.log)" >&2; status=1
 fi
 
 # The main suite last, so its summary closes the log.

@@ -13,6 +13,13 @@ Needs Debian's python3-torch, python3-rasterio and python3-numpy only (no MONAI:
 lines of MONAI it follows are written out here). Prints one JSON line (the last line of
 stdout) that `tessera bench infer` parses: seconds, mpix_per_s, peak_rss_mib, windows, ...
 
+On a GPU (tessera-gpu-check, scripts/gpu_check.sh): --device cuda keeps the scene, the
+blend and the network on the device, as a PyTorch user there would; --precision bf16 runs
+the network's weights and windows in bfloat16; a SCENE.pt (a (C, H, W) float tensor saved with
+torch.save) needs no rasterio. --repeats N times the inference N times (infer_seconds: the
+fastest; peak_device_mib: torch.cuda.max_memory_allocated). TF32 stays off on the device
+(IEEE fp32, as the check runs Tessera).
+
 Geometry. MONAI feeds windows of side roi to a network whose output has the input's size.
 Tessera's networks may use `valid` padding: the output of an input window of side
 roi + r + 2*halo is roi + r (model.json "geometry"). A PyTorch user of such a network
@@ -37,7 +44,6 @@ import sys
 import time
 
 import numpy as np
-import rasterio
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,8 +85,31 @@ def window_starts(n, side, overlap, alignment):
     return starts
 
 
+def blend(net, scene, windows, side, halo, shape, importance, batch, dtype):
+    """MONAI's blend on the scene's device: each window's output logits weighted by the
+    Gaussian importance, summed, divided by the summed weights; the argmax labels (H x W)."""
+    classes, H, W = shape
+    out = torch.zeros(shape, dtype=torch.float32, device=scene.device)
+    count = torch.zeros((H, W), dtype=torch.float32, device=scene.device)
+    with torch.inference_mode():
+        for k in range(0, len(windows), batch):
+            chunk = windows[k:k + batch]
+            x_in = torch.stack([scene[:, y:y + side + 2 * halo, x:x + side + 2 * halo] for y, x in chunk])
+            logits = net(x_in.to(dtype)).float()
+            for (y, x), p in zip(chunk, logits):
+                h, w = min(side, H - y), min(side, W - x)  # an aligned last window overhangs
+                out[:, y:y + h, x:x + w] += p[:, :h, :w] * importance[:h, :w]
+                count[y:y + h, x:x + w] += importance[:h, :w]
+        out /= count
+        return out.argmax(0)
+
+
 def read_scene(path):
-    """Bands x rows x columns float32; nodata values as NaN; and the file's profile."""
+    """Bands x rows x columns float32; nodata values as NaN; and the file's profile (a .pt
+    tensor: no profile, no nodata)."""
+    if path.endswith(".pt"):
+        return torch.load(path).to(torch.float32).numpy(), {}
+    import rasterio  # only for GeoTIFF scenes (the GPU machine has none)
     with rasterio.open(path) as ds:
         img = ds.read().astype(np.float32)
         for b, nodata in enumerate(ds.nodatavals):
@@ -91,7 +120,7 @@ def read_scene(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("input", help="GeoTIFF scene")
+    ap.add_argument("input", help="GeoTIFF scene, or a (C, H, W) tensor saved with torch.save (.pt)")
     ap.add_argument("--weights", required=True, help="model.pt written by `tessera export`")
     ap.add_argument("--arch", help="model.json written by `tessera export` (default: WEIGHTS with .json)")
     ap.add_argument("--roi", type=int, required=True, help="training tile side (Tessera's train.tile)")
@@ -101,9 +130,16 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: PyTorch's default)")
     ap.add_argument("--labels", help="write the labels here (GeoTIFF, uint8, nodata 255)")
     ap.add_argument("--unaligned", action="store_true", help="MONAI's window starts, not rounded to the pooling grid")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda: where the scene, blend and network live")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the network's weights and windows")
+    ap.add_argument("--repeats", type=int, default=1, help="inference passes; infer_seconds is the fastest")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     arch = a.arch or os.path.splitext(a.weights)[0] + ".json"
 
     t0 = time.perf_counter()
@@ -131,23 +167,27 @@ def main():
     extra_y, extra_x = max(ys[-1] + side - H, 0), max(xs[-1] + side - W, 0)
     img = np.pad(img, ((0, 0), (halo, halo + extra_y), (halo, halo + extra_x)), mode="reflect")
 
-    out = np.zeros((spec.classes, H, W), np.float32)
-    count = np.zeros((H, W), np.float32)
-    importance = gaussian_importance(side, a.sigma_scale)
+    dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
+    net = net.to(device=device, dtype=dtype)
+    scene = torch.from_numpy(img).to(device)
+    importance = torch.from_numpy(gaussian_importance(side, a.sigma_scale)).to(device)
     windows = [(y, x) for y in ys for x in xs]
-    with torch.inference_mode():
-        for k in range(0, len(windows), a.batch):
-            chunk = windows[k:k + a.batch]
-            x_in = torch.from_numpy(np.stack([img[:, y:y + side + 2 * halo, x:x + side + 2 * halo] for y, x in chunk]))
-            logits = net(x_in).numpy()
-            for (y, x), p in zip(chunk, logits):
-                h, w = min(side, H - y), min(side, W - x)  # an aligned last window overhangs
-                out[:, y:y + h, x:x + w] += p[:, :h, :w] * importance[:h, :w]
-                count[y:y + h, x:x + w] += importance[:h, :w]
-    out /= count
-    labels = out.argmax(0).astype(np.uint8)
+    infer_seconds, peak_device = None, 0
+    for _ in range(max(a.repeats, 1)):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(device)
+        t_infer = time.perf_counter()
+        labels_t = blend(net, scene, windows, side, halo, (spec.classes, H, W), importance, a.batch, dtype)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            peak_device = torch.cuda.max_memory_allocated(device) / 2**20
+        dt_infer = time.perf_counter() - t_infer
+        infer_seconds = dt_infer if infer_seconds is None else min(infer_seconds, dt_infer)
+    labels = labels_t.cpu().numpy().astype(np.uint8)
     labels[nodata] = NODATA_LABEL
     if a.labels:
+        import rasterio
         with rasterio.open(a.labels, "w", driver="GTiff", width=W, height=H, count=1, dtype="uint8",
                            crs=profile.get("crs"), transform=profile.get("transform"), nodata=NODATA_LABEL,
                            compress="deflate", tiled=True, blockxsize=256, blockysize=256) as dst:
@@ -159,7 +199,10 @@ def main():
                       "window_input": side + 2 * halo, "window_output": side,
                       "interval": [ys[1] - ys[0] if len(ys) > 1 else 0, xs[1] - xs[0] if len(xs) > 1 else 0],
                       "aligned": alignment > 1, "threads": torch.get_num_threads(),
-                      "classes_seen": int(len(np.unique(labels)))}))
+                      "classes_seen": int(len(np.unique(labels))),
+                      "device": str(device), "precision": a.precision,
+                      "infer_seconds": round(infer_seconds, 4), "peak_device_mib": round(peak_device, 1),
+                      "label_counts": np.bincount(labels.ravel(), minlength=spec.classes)[:spec.classes].tolist()}))
 
 
 if __name__ == "__main__":

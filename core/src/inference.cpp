@@ -82,6 +82,7 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
   const TileGrid grid = make_tile_grid(model, source.info().extent, options.tile);
   net->eval();
   net->use_channels_last();
+  const torch::Device device = net->device();  // batches are read on the host, run where the weights are
   c10::InferenceMode guard;
   const auto start = std::chrono::steady_clock::now();
   ProgressBar bar("infer", grid.size(), "tiles", options.progress);
@@ -107,14 +108,15 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
     Batch batch = options.prefetch ? next.get() : fetch(indices);
     indices = take();
     if (options.prefetch && !indices.empty()) next = std::async(std::launch::async, fetch, indices);
-    torch::Tensor logits = options.forward ? options.forward(net, batch.input) : net->forward(batch.input);
-    TESSERA_CHECK(logits.dim() == batch.input.dim() && logits.size(0) == batch.input.size(0));
+    const torch::Tensor input = batch.input.to(device);
+    torch::Tensor logits = options.forward ? options.forward(net, input) : net->forward(input);
+    TESSERA_CHECK(logits.dim() == input.dim() && logits.size(0) == input.size(0));
     for (size_t k = 0; k < batch.tiles.size(); ++k) {
       const Tile& t = batch.tiles[k];
       // Valid networks cover the output box; `same` networks cover the whole input box.
       const Box covered = logits.size(2) == t.output.size[0] ? t.output : t.input;
       TESSERA_CHECK(logits.size(2) == covered.size[0]);
-      fn(t, crop_inset(logits[k], covered, t.inset), crop_inset(batch.valid[k], t.input, t.inset));
+      fn(t, crop_inset(logits[k], covered, t.inset), crop_inset(batch.valid[k].to(device), t.input, t.inset));
     }
     done += static_cast<int64_t>(batch.tiles.size());
     bar.update(done);
@@ -137,7 +139,7 @@ InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normali
   return for_each_tile(net, source, norm, options,
                        [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
                          auto labels = logits.argmax(0).to(torch::kUInt8).masked_fill_(valid.logical_not(),
-                                                                                      int64_t{kNoDataLabel});
+                                                                                      int64_t{kNoDataLabel}).cpu();
                          sink.write(t.inset, to_block_u8(labels));
                        });
 }

@@ -17,6 +17,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/fault_injection.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/torch_compat.hpp"
 #include "tessera/core/train_observer.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tile_sampler.hpp"
@@ -149,6 +150,7 @@ class Training {
         last_(RunLayout(options.run_dir).last_checkpoint()),
         sampler_(data, net->options(), options, meta_.norm, hooks.replica(), replicas_),
         optimizer_(make_optimizer(net->parameters(), opt_)),
+        device_(net->device()),
         sync_guard_{net} {}
 
   int64_t first_step() const { return first_step_; }
@@ -181,6 +183,7 @@ class Training {
   const std::string last_;  // RUN/checkpoints/last.pt, named in errors and the report
   detail::TileSampler sampler_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  const torch::Device device_;  // where the weights are: each micro-batch is moved there
   ResumeState state_;
   int64_t first_step_ = 1;
 
@@ -261,35 +264,27 @@ void Training::plan_more() {
 // the cast-weight cache cleared when the outermost one ends.
 class Bf16Autocast {
  public:
-  Bf16Autocast(bool on, bool cuda) : on_(on), cuda_(cuda) {
+  Bf16Autocast(bool on, bool cuda) : on_(on), device_(cuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU) {
     if (!on_) return;
-    was_enabled_ = cuda_ ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-    was_dtype_ = cuda_ ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-    if (cuda_) {
-      at::autocast::set_enabled(true);
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    } else {
-      at::autocast::set_cpu_enabled(true);
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    }
+    was_enabled_ = torch_compat::autocast_enabled(device_);
+    was_dtype_ = torch_compat::autocast_dtype(device_);
+    torch_compat::set_autocast_enabled(device_, true);
+    torch_compat::set_autocast_dtype(device_, at::kBFloat16);
     at::autocast::increment_nesting();
   }
   ~Bf16Autocast() {
     if (!on_) return;
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    if (cuda_) {
-      at::autocast::set_enabled(was_enabled_);
-      at::autocast::set_autocast_gpu_dtype(was_dtype_);
-    } else {
-      at::autocast::set_cpu_enabled(was_enabled_);
-      at::autocast::set_autocast_cpu_dtype(was_dtype_);
-    }
+    torch_compat::set_autocast_enabled(device_, was_enabled_);
+    torch_compat::set_autocast_dtype(device_, was_dtype_);
   }
   Bf16Autocast(const Bf16Autocast&) = delete;
   Bf16Autocast& operator=(const Bf16Autocast&) = delete;
 
  private:
-  bool on_, cuda_, was_enabled_ = false;
+  bool on_;
+  c10::DeviceType device_;
+  bool was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kBFloat16;
 };
 
@@ -297,6 +292,8 @@ class Bf16Autocast {
 // labelled pixel (nothing to learn).
 std::optional<double> Training::micro_batch(int64_t step, double lr, bool last) {
   Sample s = loader_->take();
+  s.input = s.input.to(device_);  // tiles are cut on the host, trained where the weights are
+  s.target = s.target.to(device_);
   if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
   planned_states_.pop_front();
   plan_more();

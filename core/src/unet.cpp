@@ -81,6 +81,11 @@ void UNetImpl::use_channels_last() {
   channels_last_ = true;
 }
 
+torch::Device UNetImpl::device() const {
+  const auto params = parameters();
+  return params.empty() ? torch::Device(torch::kCPU) : params.front().device();
+}
+
 void UNetImpl::use_contiguous() {
   torch::NoGradGuard no_grad;
   for (auto& p : parameters())

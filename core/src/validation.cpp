@@ -48,7 +48,7 @@ torch::Tensor validation_confusion(UNet& net, const std::vector<TrainingPair>& v
         net, *p.image, p.norm ? *p.norm : norm, io,
         [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
           const Box box = intersection(t.inset, p.region);
-          torch::Tensor pred = logits.argmax(0), ok = valid;
+          torch::Tensor pred = logits.argmax(0).cpu(), ok = valid.cpu();  // the labels are on the host
           for (int a = 0; a < box.dims(); ++a) {
             pred = pred.narrow(a, box.origin[a] - t.inset.origin[a], box.size[a]);
             ok = ok.narrow(a, box.origin[a] - t.inset.origin[a], box.size[a]);

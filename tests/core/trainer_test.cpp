@@ -14,6 +14,7 @@
 #include "memory_image.hpp"
 #include "../../core/src/tile_sampler.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/torch_compat.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/run/run_writer.hpp"
 
@@ -208,10 +209,10 @@ TEST(Trainer, MixedPrecisionBf16FollowsFp32) {
   EXPECT_LT(bf16.rbegin()->second, 0.9 * bf16.begin()->second);
 
   torch::NoGradGuard no_grad;
-  at::autocast::set_cpu_enabled(true);
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  torch_compat::set_autocast_enabled(c10::DeviceType::CPU, true);
+  torch_compat::set_autocast_dtype(c10::DeviceType::CPU, at::kBFloat16);
   const torch::Tensor y = net16->forward(torch::randn({1, 2, 108, 108}));
-  at::autocast::set_cpu_enabled(false);
+  torch_compat::set_autocast_enabled(c10::DeviceType::CPU, false);
   at::autocast::clear_cache();
   EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
 

@@ -11,6 +11,7 @@
 
 #include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/torch_compat.hpp"
 
 namespace tessera {
 
@@ -70,10 +71,9 @@ torch::Tensor ConvNdImpl::forward(const torch::Tensor& x) {
   // Under autocast (mixed-precision training) the convolution runs in autocast's type, as
   // at::conv2d would: torch::convolution is not on autocast's list of operators.
   torch::Tensor input = x, weight = weight_, bias = bias_;
-  const bool cuda = x.is_cuda();
-  if (cuda ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled()) {
-    const at::ScalarType t = cuda ? at::autocast::get_autocast_gpu_dtype() : at::autocast::get_autocast_cpu_dtype();
-    const c10::DeviceType device = x.device().type();
+  const c10::DeviceType device = x.device().type();
+  if (torch_compat::autocast_enabled(device)) {
+    const at::ScalarType t = torch_compat::autocast_dtype(device);
     input = at::autocast::cached_cast(t, x, device);
     weight = at::autocast::cached_cast(t, weight_, device);
     bias = at::autocast::cached_cast(t, bias_, device);

@@ -1,7 +1,11 @@
 #include "tessera/parallel/comm/communicator.hpp"
 
+#include <cstdlib>
+#include <string>
+
 #include <torch/torch.h>
 
+#include "collective_timeout.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera::parallel {
@@ -76,6 +80,17 @@ void PackedAllreduce::finish() {
   pending_->wait();
   unpack(packed_, tensors_);  // copy_ widens a 16-bit wire format
   finished_ = true;
+}
+
+double collective_timeout_seconds() {
+  if (const char* v = std::getenv("TESSERA_COLLECTIVE_TIMEOUT"); v && *v) {
+    try {
+      const double s = std::stod(v);
+      if (s > 0) return s;
+    } catch (...) {
+    }
+  }
+  return 300;
 }
 
 }  // namespace tessera::parallel

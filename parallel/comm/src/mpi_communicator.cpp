@@ -399,17 +399,6 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-double collective_timeout_seconds() {
-  if (const char* v = std::getenv("TESSERA_COLLECTIVE_TIMEOUT"); v && *v) {
-    try {
-      const double s = std::stod(v);
-      if (s > 0) return s;
-    } catch (...) {
-    }
-  }
-  return 300;
-}
-
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm, bool owns) {
   return std::make_unique<MpiCommunicator>(comm, owns);
 }

@@ -14,8 +14,9 @@
 #include <nccl.h>
 #include <torch/torch.h>
 
-#include "mpi_communicator.hpp"
+#include "collective_timeout.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/parallel/comm/communicator.hpp"
 
 namespace tessera::parallel {
 namespace {

@@ -48,7 +48,7 @@ class SelfCommunicator final : public Communicator {
 std::unique_ptr<Communicator> make_self_communicator() { return std::make_unique<SelfCommunicator>(); }
 
 std::string compiled_backends() {
-  std::string s = "mpi";
+  std::string s = TESSERA_HAVE_MPI ? "mpi" : "self";
 #if TESSERA_HAVE_NCCL
   s += " nccl";
 #endif

@@ -63,7 +63,8 @@ void check_bands(const ImageSource& source, const UNetOptions& model);
 TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile);
 
 /// Calls `fn(tile, logits, valid)` for every tile, logits (classes, inset...) float and
-/// valid (inset...) bool. The network runs in inference mode.
+/// valid (inset...) bool, both on the network's device (windows are read on the host and
+/// moved there). The network runs in inference mode.
 using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const torch::Tensor&)>;
 /// Which tiles to run: each call returns the next tile index, or -1 when there is no more
 /// work. Always called on the thread that called for_each_tile (so it may talk to MPI);

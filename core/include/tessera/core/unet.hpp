@@ -58,6 +58,9 @@ class UNetImpl : public torch::nn::Module {
   /// Back to the default contiguous (NCHW / NCDHW) layout, e.g. after a validation pass.
   void use_contiguous();
   bool channels_last() const { return channels_last_; }
+  /// Where the weights are (the device inference and training move their batches to); CPU
+  /// for a network without parameters.
+  torch::Device device() const;
 
  private:
   UNetOptions options_;

@@ -1,8 +1,8 @@
 #pragma once
 // One interface for the collectives the parallel modes need, over a fixed group of ranks.
-// Backends: MPI (CPU tensors; always built), NCCL (CUDA tensors; built when CUDA and NCCL
-// are found), and a one-rank group for runs without a launcher. No backend type (MPI_Comm,
-// ncclComm_t) appears here.
+// Backends: MPI (CPU tensors; built unless TESSERA_WITH_MPI is OFF), NCCL (CUDA tensors;
+// built when CUDA and NCCL are found), and a one-rank group for runs without a launcher.
+// No backend type (MPI_Comm, ncclComm_t) appears here.
 //
 // Tensors: contiguous, on the backend's device (CPU for MPI), any layout; operations are
 // in place unless they return a tensor. Reductions support float, double, int32 and int64
