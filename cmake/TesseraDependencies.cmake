@@ -20,6 +20,7 @@ find_package(spdlog REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(ZLIB REQUIRED)
+find_package(CURL REQUIRED)           # DICOMweb (io/src/dicomweb_http.cpp): Debian libcurl4-openssl-dev
 find_package(DCMTK CONFIG REQUIRED)   # DICOM SEG output (io/src/dicom_seg.cpp): Debian libdcmtk-dev
 
 # Debian's Torch config adds its flags through TORCH_CXX_FLAGS; keep them on the targets that use torch.
