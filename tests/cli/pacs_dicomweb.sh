@@ -96,13 +96,13 @@ refused() {
 }
 SERIES_URL="$WEB/studies/$STUDY/series/$SERIES"
 echo "== refusals leave nothing stored"
-TESSERA_DICOMWEB_PASSWORD=wrong refused wrong-password "^--input $SERIES_URL: HTTP 401 Unauthorized" \
+TESSERA_DICOMWEB_PASSWORD=wrong refused wrong-password "^tessera: error: --input $SERIES_URL: HTTP 401 Unauthorized" \
   --input "$SERIES_URL" --output "$W/out/seg.dcm" --store "$WEB"
-TESSERA_DICOMWEB_PASSWORD=wrong refused store-wrong-password "^--store $WEB: HTTP 401 Unauthorized" \
+TESSERA_DICOMWEB_PASSWORD=wrong refused store-wrong-password "^tessera: error: --store $WEB: HTTP 401 Unauthorized" \
   --input "$W/s/ct_dicom" --output "$W/out/seg.dcm" --store "$WEB"
-refused missing-series "^--input $WEB/studies/$STUDY/series/1\.2\.3\.4: no such series on the server" \
+refused missing-series "^tessera: error: --input $WEB/studies/$STUDY/series/1\.2\.3\.4: no such series on the server" \
   --input "$WEB/studies/$STUDY/series/1.2.3.4" --output "$W/out/seg.dcm" --store "$WEB"
-refused failed-run "^--vectorize .*" \
+refused failed-run "^tessera: error: .*vectorize" \
   --input "$SERIES_URL" --output "$W/out/seg.dcm" --store "$WEB" --vectorize "$W/out/polygons.gpkg"
 stop_orthanc
 rm -rf "$W/out"
@@ -110,7 +110,7 @@ if TESSERA_DICOMWEB_RETRIES=2 infer --input "$SERIES_URL" --output "$W/out/seg.d
   fail "stopped server: succeeded"
 else
   msg=$(cat "$W/stopped.log")
-  [ "$(wc -l <"$W/stopped.log")" -eq 1 ] && grep -q "^--input $SERIES_URL: cannot reach .*(2 tries)" <<<"$msg" \
+  [ "$(wc -l <"$W/stopped.log")" -eq 1 ] && grep -q "^tessera: error: --input $SERIES_URL: cannot reach .*(2 tries)" <<<"$msg" \
     && [ -z "$(ls -A "$W/out" "$TMPDIR" 2>/dev/null)" ] && pass "stopped server: $msg" || fail "stopped server: '$msg'"
 fi
 start_orthanc

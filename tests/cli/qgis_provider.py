@@ -55,8 +55,8 @@ def check_outputs(scene, labels, vectors, names):
     renderer = polygons.renderer()
     check(isinstance(renderer, QgsCategorizedSymbolRenderer) and renderer.classAttribute() == "class_id",
           f"renderer {renderer.type()} categorised by {getattr(renderer, 'classAttribute', lambda: '-')()}")
-    source = ogr.Open(vectors).GetLayer(0)
-    present = sorted({f.GetField("class_id") for f in source})
+    source = ogr.Open(vectors)  # kept: a layer outliving its data source crashes
+    present = sorted({f.GetField("class_id") for f in source.GetLayer(0)})
     if isinstance(renderer, QgsCategorizedSymbolRenderer):
         categories = [(int(c.value()), c.label(), c.symbol().color().name()) for c in renderer.categories()]
         expected = [(k, names[k], palette[k]) for k in present]

@@ -11,30 +11,41 @@ namespace tessera::engine::infer {
 
 namespace fs = std::filesystem;
 
-PacsExchange::PacsExchange(InferOptions& o) {
-  if (!o.store.empty())  // refused credentials or an unreachable server fail before the run, not after it
-    io::DicomWebClient(io::parse_dicomweb(o.store, "--store"), "--store").probe();
-  if (!io::is_dicomweb(o.input)) return;
-  std::string pattern = (fs::temp_directory_path() / "tessera-dicomweb-XXXXXX").string();
-  if (!::mkdtemp(pattern.data())) throw Error("--input " + o.input + ": cannot make a temporary folder in " +
-                                              fs::temp_directory_path().string());
-  folder_ = pattern;
-  int64_t n = 0;
-  try {
-    n = io::DicomWebClient(io::parse_dicomweb(o.input, "--input"), "--input").retrieve_series(folder_);
-  } catch (...) {  // the destructor does not run for a constructor that throws
-    std::error_code ec;
-    fs::remove_all(folder_, ec);
-    throw;
-  }
-  if (o.progress) std::fprintf(stderr, "%s: %lld instances retrieved\n", o.input.c_str(), (long long)n);
-  o.input = folder_;
+namespace {
+
+void remove_folder(const std::string& folder) {
+  std::error_code ec;
+  if (!folder.empty()) fs::remove_all(folder, ec);
 }
 
-PacsExchange::~PacsExchange() {
-  std::error_code ec;
-  if (!folder_.empty()) fs::remove_all(folder_, ec);
+// The series `input` names, retrieved into a new temporary folder (removed again if that fails).
+std::string retrieve(const std::string& input, bool progress) {
+  std::string folder = (fs::temp_directory_path() / "tessera-dicomweb-XXXXXX").string();
+  if (!::mkdtemp(folder.data()))
+    throw Error("--input " + input + ": cannot make a temporary folder in " + fs::temp_directory_path().string());
+  try {
+    const int64_t n = io::DicomWebClient(io::parse_dicomweb(input, "--input"), "--input").retrieve_series(folder);
+    if (progress) std::fprintf(stderr, "%s: %lld instances retrieved\n", input.c_str(), (long long)n);
+  } catch (...) {
+    remove_folder(folder);
+    throw;
+  }
+  return folder;
 }
+
+}  // namespace
+
+PacsExchange::PacsExchange(InferOptions& o) {
+  if (io::is_dicomweb(o.input)) o.input = folder_ = retrieve(o.input, o.progress);
+  try {  // refused credentials or an unreachable server fail before the run, not after it
+    if (!o.store.empty()) io::DicomWebClient(io::parse_dicomweb(o.store, "--store"), "--store").probe();
+  } catch (...) {  // the destructor does not run for a constructor that throws
+    remove_folder(folder_);
+    throw;
+  }
+}
+
+PacsExchange::~PacsExchange() { remove_folder(folder_); }
 
 void PacsExchange::store(const InferOptions& o) const {
   if (o.store.empty()) return;
