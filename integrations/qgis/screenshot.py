@@ -51,8 +51,10 @@ legend.attemptMove(QgsLayoutPoint(160, 15, QgsUnitTypes.LayoutMillimeters))
 layout.addLayoutItem(legend)
 settings = QgsLayoutExporter.ImageExportSettings()
 settings.dpi = 110
+settings.exportMetadata = False  # a plain picture: no world file, no georeferencing written into the PNG
+settings.generateWorldFile = False
 result = QgsLayoutExporter(layout).exportToImage(out, settings)
 if result != QgsLayoutExporter.Success:
     sys.exit(f"screenshot.py: QGIS could not export {out} (error {result})")
-print(f"{out}: the scene, its labels and their legend, rendered by QGIS {app.version() if hasattr(app, 'version') else ''}")
+print(f"{out}: the scene, its labels and their legend, rendered by QGIS")
 app.exitQgis()

@@ -92,7 +92,7 @@ refused() {
   if [ "$(wc -l <"$W/$name.log")" -eq 1 ] && grep -qE "$expected" <<<"$msg" && [ -z "$(ls -A "$W/out" 2>/dev/null)" ] \
     && [ "$segs" = 0 ] && [ -z "$(ls -A "$TMPDIR")" ]; then
     pass "$name: $msg"
-  else fail "$name: '$msg' ($segs SEG stored; left: $(ls -A "$W/out" "$TMPDIR" 2>/dev/null))"; fi
+  else fail "$name: '$msg' ($segs SEG stored; left: $(ls -A "$W/out" "$TMPDIR" 2>/dev/null | tr '\n' ' '))"; fi
 }
 SERIES_URL="$WEB/studies/$STUDY/series/$SERIES"
 echo "== refusals leave nothing stored"
@@ -102,7 +102,7 @@ TESSERA_DICOMWEB_PASSWORD=wrong refused store-wrong-password "^tessera: error: -
   --input "$W/s/ct_dicom" --output "$W/out/seg.dcm" --store "$WEB"
 refused missing-series "^tessera: error: --input $WEB/studies/$STUDY/series/1\.2\.3\.4: no such series on the server" \
   --input "$WEB/studies/$STUDY/series/1.2.3.4" --output "$W/out/seg.dcm" --store "$WEB"
-refused failed-run "^tessera: error: .*vectorize" \
+refused failed-run "^tessera: error: --vectorize needs a 2-D raster; $SERIES_URL is a volume" \
   --input "$SERIES_URL" --output "$W/out/seg.dcm" --store "$WEB" --vectorize "$W/out/polygons.gpkg"
 stop_orthanc
 rm -rf "$W/out"
@@ -111,7 +111,8 @@ if TESSERA_DICOMWEB_RETRIES=2 infer --input "$SERIES_URL" --output "$W/out/seg.d
 else
   msg=$(cat "$W/stopped.log")
   [ "$(wc -l <"$W/stopped.log")" -eq 1 ] && grep -q "^tessera: error: --input $SERIES_URL: cannot reach .*(2 tries)" <<<"$msg" \
-    && [ -z "$(ls -A "$W/out" "$TMPDIR" 2>/dev/null)" ] && pass "stopped server: $msg" || fail "stopped server: '$msg'"
+    && [ -z "$(ls -A "$W/out" 2>/dev/null)" ] && [ -z "$(ls -A "$TMPDIR")" ] && pass "stopped server: $msg" \
+    || fail "stopped server: '$msg' (left: $(ls -A "$W/out" "$TMPDIR" 2>/dev/null | tr '\n' ' '))"
 fi
 start_orthanc
 segs=$(pacs count-seg "$STUDY")

@@ -66,7 +66,11 @@ InferJob::InferJob(InferOptions options) : options_(std::move(options)) { option
 
 void InferJob::run(parallel::Communicator& world) {
   const PacsExchange pacs(options_);  // --input dicomweb://: the series retrieved into a temporary folder
-  run_images(options_, world);
+  try {
+    run_images(options_, world);
+  } catch (const Error& e) {
+    throw Error(pacs.as_given(e.what()));  // errors name the dicomweb:// address, not the temporary folder
+  }
   if (world.rank() == 0) pacs.store(options_);  // --store: only once the outputs have committed
 }
 

@@ -36,7 +36,10 @@ std::string retrieve(const std::string& input, bool progress) {
 }  // namespace
 
 PacsExchange::PacsExchange(InferOptions& o) {
-  if (io::is_dicomweb(o.input)) o.input = folder_ = retrieve(o.input, o.progress);
+  if (io::is_dicomweb(o.input)) {
+    address_ = o.input;
+    o.input = folder_ = retrieve(o.input, o.progress);
+  }
   try {  // refused credentials or an unreachable server fail before the run, not after it
     if (!o.store.empty()) io::DicomWebClient(io::parse_dicomweb(o.store, "--store"), "--store").probe();
   } catch (...) {  // the destructor does not run for a constructor that throws
@@ -46,6 +49,12 @@ PacsExchange::PacsExchange(InferOptions& o) {
 }
 
 PacsExchange::~PacsExchange() { remove_folder(folder_); }
+
+std::string PacsExchange::as_given(std::string message) const {
+  for (size_t at; !folder_.empty() && (at = message.find(folder_)) != std::string::npos;)
+    message.replace(at, folder_.size(), address_);
+  return message;
+}
 
 void PacsExchange::store(const InferOptions& o) const {
   if (o.store.empty()) return;

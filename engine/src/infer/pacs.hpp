@@ -11,9 +11,9 @@ namespace tessera::engine::infer {
 
 class PacsExchange {
  public:
-  /// Asks the --store service once (reachable, credentials accepted); retrieves a dicomweb://
-  /// input (each rank its own copy) and points `o.input` at it. Throws tessera::Error naming
-  /// --store or --input.
+  /// Retrieves a dicomweb:// input (each rank its own copy) and points `o.input` at it, then
+  /// asks the --store service once (reachable, credentials accepted). Throws tessera::Error
+  /// naming --input or --store.
   explicit PacsExchange(InferOptions& o);
   /// Removes the retrieved series.
   ~PacsExchange();
@@ -22,9 +22,12 @@ class PacsExchange {
 
   /// --store: the committed `o.output` sent by STOW-RS (call on one rank). Throws naming --store.
   void store(const InferOptions& o) const;
+  /// `message` naming the dicomweb:// address where it names the temporary folder.
+  std::string as_given(std::string message) const;
 
  private:
   std::string folder_;  ///< the retrieved series, "" for a local input
+  std::string address_;  ///< the --input it was retrieved from
 };
 
 }  // namespace tessera::engine::infer
