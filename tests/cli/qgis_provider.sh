@@ -21,7 +21,7 @@ QGIS_PROCESS=$(command -v qgis_process.bin || command -v qgis_process) \
   || { echo "FAIL PyQGIS not installed (scripts/setup.sh installs it: apt-get install python3-qgis)"; exit 1; }
 W="$(mktemp -d /tmp/tessera-qgis.XXXXXX)"
 trap 'rm -rf "$W"' EXIT
-[ -n "${KEEP:-}" ] && trap - EXIT
+
 failures=0; checks=0
 pass() { checks=$((checks + 1)); echo "ok   $*"; }
 fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL $*"; }
