@@ -9,7 +9,9 @@
 # whose frames, segments and positions equal those of the same checkpoint run on the local
 # series. A wrong password, a missing series, a run that fails after the retrieval, a store
 # with a wrong password and a stopped server each give a one-line error naming the flag and
-# leave nothing stored (and no local output). Orthanc is stopped by the test in every case.
+# leave nothing stored (and no local output). A bearer token (TESSERA_DICOMWEB_TOKEN) is sent as
+# "Authorization: Bearer" (a QIDO-RS stand-in in Python accepts it and refuses a wrong one).
+# Orthanc (and the stand-in) are stopped by the test in every case.
 # Orthanc, its plugin and pydicom are required (scripts/setup.sh installs them): without
 # them the test fails.
 # Usage: pacs_dicomweb.sh TESSERA MAKE_SAMPLE
@@ -30,7 +32,8 @@ stop_orthanc() {
   wait "$ORTHANC_PID" 2>/dev/null
   ORTHANC_PID=""
 }
-trap 'stop_orthanc; rm -rf "$W"' EXIT
+TOKEN_PID=""
+trap 'stop_orthanc; [ -n "$TOKEN_PID" ] && kill "$TOKEN_PID" 2>/dev/null; rm -rf "$W"' EXIT
 trap 'exit 130' INT TERM
 failures=0; checks=0
 pass() { checks=$((checks + 1)); echo "ok   $*"; }
@@ -117,6 +120,33 @@ fi
 start_orthanc
 segs=$(pacs count-seg "$STUDY")
 [ "$segs" = 0 ] && pass "restarted: no SEG stored by the failed runs" || fail "$segs SEG stored by failed runs"
+
+echo "== a bearer token (TESSERA_DICOMWEB_TOKEN) reaches the server as Authorization: Bearer"
+# Orthanc alone knows only basic authentication: a QIDO-RS stand-in that answers [] to the token
+# it was given and 401 to anything else.
+TOKEN_PORT=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+/usr/bin/python3 - "$TOKEN_PORT" <<'PY' &
+import http.server, sys
+class Qido(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ok = self.headers.get("Authorization") == "Bearer t0ken-42"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Type", "application/dicom+json")
+        self.end_headers()
+        self.wfile.write(b"[]" if ok else b"")
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Qido).serve_forever()
+PY
+TOKEN_PID=$!
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$TOKEN_PORT") 2>/dev/null && break; sleep 0.1; done
+token_info() { env -u TESSERA_DICOMWEB_USER -u TESSERA_DICOMWEB_PASSWORD TESSERA_DICOMWEB_TOKEN="$1" \
+  "$T" info "dicomweb://127.0.0.1:$TOKEN_PORT/rs/studies/1.2.3" 2>&1; }
+msg=$(token_info t0ken-42)
+grep -q "the server holds no series of study 1.2.3" <<<"$msg" && pass "token accepted: $msg" || fail "token: $msg"
+msg=$(token_info wrong)
+grep -q "HTTP 401 Unauthorized" <<<"$msg" && pass "wrong token: $msg" || fail "wrong token: $msg"
+kill "$TOKEN_PID"; wait "$TOKEN_PID" 2>/dev/null
 
 echo "== the round trip"
 if infer --input "$W/s/ct_dicom" --output "$W/local/seg.dcm" >"$W/local.log" 2>&1; then pass "local series -> seg.dcm"
