@@ -71,6 +71,7 @@ if(TESSERA_APP)
   find_package(OpenCV REQUIRED COMPONENTS core imgproc imgcodecs)
   find_package(yaml-cpp REQUIRED)
   find_package(spdlog REQUIRED)
+  find_package(CURL REQUIRED)         # DICOMweb (io/src/dicomweb_http.cpp): Debian libcurl4-openssl-dev
 endif()
 find_package(fmt REQUIRED)
 find_package(nlohmann_json REQUIRED)

@@ -16,6 +16,8 @@ packages=(
   python3-torch python3-rasterio python3-numpy python3-gdal
   libdcmtk-dev dicom3tools python3-pydicom python3-nibabel   # DICOM SEG output and its checks (cli.dicom_seg)
   clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
+  libcurl4-openssl-dev orthanc orthanc-dicomweb   # DICOMweb client (io/src/dicomweb_http.cpp); a PACS for cli.pacs_dicomweb
+  qgis python3-qgis qgis-providers   # the QGIS Processing provider (integrations/qgis) and cli.qgis_provider
 )
 
 missing=()

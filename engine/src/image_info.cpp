@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/io/dicom_series.hpp"
+#include "tessera/io/dicomweb.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/volume.hpp"
 
@@ -52,14 +53,15 @@ std::optional<std::vector<io::DicomSeriesSummary>> several_series(const std::str
   return series;
 }
 
-void print_series_list(const std::string& path, const std::vector<io::DicomSeriesSummary>& series, bool json) {
+void print_series_list(const std::string& path, const std::vector<io::DicomSeriesSummary>& series, bool json,
+                       const std::string& choose = "--series UID") {
   if (json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : series) list.push_back(to_json(s));
     std::cout << nlohmann::json{{"path", path}, {"kind", "dicom series list"}, {"series", list}}.dump(2) << '\n';
     return;
   }
-  std::printf("%s\n  %zu DICOM series; choose one with --series UID:\n", path.c_str(), series.size());
+  std::printf("%s\n  %zu DICOM series; choose one with %s:\n", path.c_str(), series.size(), choose.c_str());
   for (const auto& s : series) std::printf("  series    %s\n", io::describe(s).c_str());
 }
 
@@ -108,6 +110,11 @@ void ImageInfoOptions::validate() const {
 
 void print_image_info(const ImageInfoOptions& o) {
   o.validate();
+  if (io::is_dicomweb(o.path)) {  // a study on a PACS: its series, by QIDO-RS
+    const io::DicomWebAddress study = io::parse_dicomweb(o.path, "info");
+    return print_series_list(o.path, io::DicomWebClient(study, "info").series(), o.json,
+                             "--input " + o.path.substr(0, o.path.find("/series/")) + "/series/UID");
+  }
   std::unique_ptr<ImageSource> image;
   try {
     image = io::open_image(o.path, io::ImageOpenOptions().with_series_uid(o.series));

@@ -1,9 +1,11 @@
 #include "tessera/engine/infer_options.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/tile_choice.hpp"
+#include "tessera/io/dicomweb.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/vector_export.hpp"
 
@@ -61,6 +63,21 @@ void validate_outputs(const InferOptions& o) {
     throw Error("--probabilities " + o.probabilities + ": not with --t-srs (probabilities stay on the input's grid)");
 }
 
+// --input / --store dicomweb://: well formed, a series to read, a DICOM SEG to send.
+void validate_pacs(const InferOptions& o) {
+  if (io::is_dicomweb(o.input)) {
+    if (io::parse_dicomweb(o.input, "--input").series.empty())
+      throw Error("--input " + o.input + ": name the series to read: .../studies/STUDY_UID/series/SERIES_UID");
+    if (!o.series.empty())
+      throw Error("--series " + o.series + ": not with --input dicomweb:// (the address names the series)");
+  }
+  if (o.store.empty()) return;
+  if (!io::parse_dicomweb(o.store, "--store").series.empty())
+    throw Error("--store " + o.store + ": give the service root or a study (STOW-RS stores to /studies), not a series");
+  if (std::filesystem::path(o.output).extension() != ".dcm")
+    throw Error("--store " + o.store + ": sends the DICOM SEG; give --output NAME.dcm (got " + o.output + ")");
+}
+
 }  // namespace
 
 void InferOptions::validate() const {
@@ -69,6 +86,7 @@ void InferOptions::validate() const {
   validate_model(*this);
   validate_spatial(*this);
   validate_outputs(*this);
+  validate_pacs(*this);
 }
 
 }  // namespace tessera::engine

@@ -139,12 +139,15 @@ detail::ChosenDicomSeries choose_for_file(const std::string& file, const std::st
 
 }  // namespace
 
+bool is_dicom_uid(const std::string& uid) {
+  const bool digits_and_dots =
+      std::all_of(uid.begin(), uid.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+  return digits_and_dots && !uid.empty() && uid.size() <= 64 && uid.front() != '.' && uid.back() != '.';
+}
+
 void ImageOpenOptions::validate() const {
   if (series_uid.empty()) return;
-  const bool digits_and_dots = std::all_of(series_uid.begin(), series_uid.end(), [](char c) {
-    return (c >= '0' && c <= '9') || c == '.';
-  });
-  if (!digits_and_dots || series_uid.size() > 64 || series_uid.front() == '.' || series_uid.back() == '.')
+  if (!is_dicom_uid(series_uid))
     throw Error("series_uid '" + series_uid + "': a DICOM UID is digits and dots, at most 64 characters");
 }
 

@@ -4,6 +4,8 @@
 // anything passes the first half only).
 #include <gtest/gtest.h>
 
+#include "error_of.hpp"
+
 #include "tessera/core/dsn_spec.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/inference.hpp"
@@ -88,6 +90,32 @@ TEST(InferOptions, DefaultsAreValid) {
   o.output = "labels.tif";
   o.checkpoint = "model.pt";
   EXPECT_NO_THROW(o.validate());
+}
+
+// --input / --store dicomweb://: each refusal names its flag, before any request is made.
+TEST(InferOptions, DicomWebAddressesAreCheckedByTheirFlags) {
+  engine::InferOptions o;
+  o.checkpoint = "model.pt";
+  o.input = "dicomweb://pacs:8042/dicom-web/studies/1.2.3/series/1.2.3.4";
+  o.output = "seg.dcm";
+  o.store = "dicomweb://pacs:8042/dicom-web";
+  EXPECT_NO_THROW(o.validate());
+  const auto refusal = [](engine::InferOptions bad) { return test::error_of([&] { bad.validate(); }); };
+  engine::InferOptions bad = o;
+  bad.input = "dicomweb://pacs:8042/dicom-web/studies/1.2.3";
+  EXPECT_NE(refusal(bad).find("--input dicomweb://pacs:8042/dicom-web/studies/1.2.3: name the series"), std::string::npos);
+  bad = o;
+  bad.output = "labels.nii.gz";
+  EXPECT_NE(refusal(bad).find("--store dicomweb://pacs:8042/dicom-web: sends the DICOM SEG"), std::string::npos);
+  bad = o;
+  bad.store = o.input;
+  EXPECT_NE(refusal(bad).find("not a series"), std::string::npos);
+  bad = o;
+  bad.series = "1.2.3.4";
+  EXPECT_NE(refusal(bad).find("--series 1.2.3.4: not with --input dicomweb://"), std::string::npos);
+  bad = o;
+  bad.store = "https://pacs/dicom-web";
+  EXPECT_NE(refusal(bad).find("--store https://pacs/dicom-web: not a dicomweb://"), std::string::npos);
 }
 
 }  // namespace

@@ -17,7 +17,9 @@ struct ImageInfoOptions {
 
 template <class V>
 void fields(ImageInfoOptions& o, V& v) {
-  v.field("path", o.path, "GeoTIFF/VRT/any GDAL raster, NIfTI/NRRD/MHA, or a DICOM folder or file");
+  v.field("path", o.path,
+          "GeoTIFF/VRT/any GDAL raster, NIfTI/NRRD/MHA, a DICOM folder or file, or a study on a PACS "
+          "(dicomweb://HOST[:PORT]/PATH/studies/UID: its series, by QIDO-RS)");
   v.field("series", o.series,
           "DICOM: the SeriesInstanceUID to describe, from a folder holding several series (without it, such a folder "
           "is listed)");

@@ -37,6 +37,7 @@ struct InferOptions {
   std::string sp_mesh;             ///< blocks per axis with sp, e.g. 2x2
   // what it writes
   std::string output;         ///< labels (raster, volume, DICOM SEG) or a folder
+  std::string store;          ///< a DICOMweb service the SEG is sent to (STOW-RS) once committed
   std::string overlay;        ///< PNG of the image with the labels blended
   std::string probabilities;  ///< float32 GeoTIFF, a band per class
   std::string vectorize;      ///< polygons (.gpkg, .geojson, .shp)
@@ -57,7 +58,10 @@ void fields(InferOptions& o, V& v) {
   v.field("checkpoint", o.checkpoint, "Checkpoint written by `tessera train`");
   v.field("init", o.init, "'random': an untrained network (for benchmarks), with --model and --seed");
   v.field("seed", o.seed, "Seed for --init random");
-  v.field("input", o.input, "GeoTIFF / NIfTI / NRRD / MHA / DICOM folder, or a folder of images");
+  v.field("input", o.input,
+          "GeoTIFF / NIfTI / NRRD / MHA / DICOM folder, a folder of images, or a series on a PACS: "
+          "dicomweb://HOST[:PORT]/PATH/studies/UID/series/UID (dicomwebs:// for HTTPS; retrieved with QIDO-RS and "
+          "WADO-RS; credentials from TESSERA_DICOMWEB_TOKEN or TESSERA_DICOMWEB_USER + TESSERA_DICOMWEB_PASSWORD)");
   v.field("output", o.output,
           "Label GeoTIFF (.tif; .cog.tif: Cloud-Optimized) or label volume (.nii.gz ...), or a folder. A GeoTIFF "
           "carries the class names (GDAL categories and an attribute table Value, Class_Name, Red, Green, Blue, Count "
@@ -67,6 +71,9 @@ void fields(InferOptions& o, V& v) {
           "computed once, carried rows kept per level, the same labels (valid built-in U-Nets without group or instance "
           "norm; one process or whole scenes per rank); auto: stream where the model allows it and tiles would "
           "recompute, else tiles; the summary line says which and why");
+  v.field("store", o.store,
+          "Send the DICOM SEG (--output NAME.dcm) to a PACS with STOW-RS once the run's outputs have committed: "
+          "dicomweb://HOST[:PORT]/PATH (the service root, or .../studies/UID); credentials as for --input");
   v.field("tile", o.tile,
           "Inset side S kept per tile (multiple of 2^(L-1)), or 'auto': the largest S whose predicted memory (the "
           "planner's inference model) fits --memory-budget. Never larger than the image (clamped per axis to it, "

@@ -24,6 +24,9 @@ struct ImageOpenOptions {
   void validate() const;
 };
 
+/// A DICOM UID: digits and dots, 1 to 64 characters, no dot first or last.
+bool is_dicom_uid(const std::string& uid);
+
 /// One series of a folder, as listed for the user.
 struct DicomSeriesSummary {
   std::string uid;          ///< SeriesInstanceUID (0020,000E)
