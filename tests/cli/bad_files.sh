@@ -91,9 +91,12 @@ while IFS=$'\t' read -r name kind expect description; do
     reads|all_nodata)
       read -r rc rss < <(measure "$W/out.txt" "$W/err.txt" "${infer[@]}")
       # A label raster's sidecars (io/label_style.hpp, io/stac.hpp): the attribute table, the
-      # QGIS style and the STAC item.
+      # QGIS style and the STAC item; a label volume's (io/label_sidecars.hpp): the ITK-SNAP
+      # label description and the Slicer colour table.
+      stem=$(basename "$out"); stem=${stem%.gz}; stem=${stem%.*}
       left=$(ls -A "$o" | grep -vx -e "$(basename "$out")" -e "$(basename "$out").aux.xml" \
-             -e "$(basename "${out%.*}").qml" -e "$(basename "${out%.*}").stac.json" | tr '\n' ' ')
+             -e "$(basename "${out%.*}").qml" -e "$(basename "${out%.*}").stac.json" \
+             -e "$stem.itksnap.txt" -e "${stem}_ColorTable.ctbl" | tr '\n' ' ')
       if [ "$rc" -ne 0 ] || [ ! -f "$out" ] || [ -n "$left" ] || [ "$rss" -gt "$MAX_RSS_MIB" ]; then
         fail "infer $name: exit $rc, output $([ -f "$out" ] && echo present || echo missing), extra files '$left', $rss MiB: $(head -2 "$W/err.txt")"
       elif [ "$expect" = all_nodata ] && ! all_255 "$out"; then

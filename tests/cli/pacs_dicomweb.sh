@@ -88,7 +88,8 @@ else fail "info: $(cat "$W/info.log")"; fi
 refused() {
   local name="$1" expected="$2"; shift 2
   rm -rf "$W/out"
-  if infer "$@" >"$W/$name.log" 2>&1; then fail "$name: succeeded"; return; fi
+  # One line on stderr: the error (stdout may hold what ran before it, e.g. the classes line).
+  if infer "$@" >"$W/$name.out" 2>"$W/$name.log"; then fail "$name: succeeded"; return; fi
   local msg segs
   msg=$(cat "$W/$name.log")
   segs=$(pacs count-seg "$STUDY")

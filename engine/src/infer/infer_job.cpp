@@ -54,8 +54,8 @@ void run_images(const InferOptions& o, parallel::Communicator& world) {
   size_scenes(inputs);
   const Model model = load_model(o);
   if (root && model.loaded.net)
-    std::fprintf(stderr, "infer: %s\n",
-                 describe_classes(model.class_names(), model.loaded.meta.class_colors, model.loaded.meta.background).c_str());
+    std::printf("infer: %s\n",  // stdout, with the summary lines: stderr holds only warnings and the one error line
+                describe_classes(model.class_names(), model.loaded.meta.class_colors, model.loaded.meta.background).c_str());
   const CpuTensorCacheScope tensor_cache;  // activations reused from tile to tile, not re-faulted
   const OperatorProfile profile(o.profile, root);
   if (whole_scenes) return run_whole_scenes(o, model, inputs.jobs, world, threads);

@@ -3,10 +3,10 @@
 #include <cstdio>
 
 #include "tessera/core/layer_sequence.hpp"
-
 #include "tessera/core/stream_executor.hpp"
 #include "tessera/core/tile_choice.hpp"
 #include "tessera/engine/plan_job.hpp"
+#include "tessera/parallel/plan/simulator.hpp"
 
 namespace tessera::engine {
 namespace {
@@ -90,11 +90,12 @@ void explain_simulation(const PlanJobOptions& o, const PlanResult& r) {
     std::printf(": the plan is priced on %s, the simulation runs on %s\n", o.cluster.c_str(), o.simulate.c_str());
   } else {
     const parallel::DeviceModel& d = r.cluster->device;
-    std::printf(": the plan prices every convolution at the sustained rate e_max %.2g; the simulation at the efficiency "
-                "each layer's map size reaches, %.2g FLOP-weighted at input %lld (the deep levels' small maps run far "
-                "below e_max), plus %.3g µs per layer launch and the input read\n",
-                d.efficiency.max, layer_efficiency(r.layout, o.model, *r.cluster), (long long)r.layout.tile_input_side,
-                d.launch_seconds * 1e6);
+    std::printf(": the plan prices every convolution at the sustained rate e_max %.2g; the simulation at what each "
+                "layer reaches (measured convolution kernels, memory-bound layers at the memory bandwidth, %.3g µs "
+                "per layer launch): %.2g FLOP-weighted at input %lld; plus the input read\n",
+                d.efficiency.max, d.launch_seconds * 1e6,
+                layer_efficiency(r.layout, o.model, *r.cluster, r.options.training),
+                (long long)r.layout.tile_input_side);
   }
 }
 
@@ -150,15 +151,18 @@ void print_layout(const PlanJobOptions& o, const PlanResult& r) {
 
 }  // namespace
 
-double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster) {
-  double flops = 0, weighted = 0;
-  for (const Layer& l : unet_layer_sequence(model, layout.tile_input_side).layers) {
-    if (l.flops <= 0) continue;
-    const double positions = std::pow(double(l.out_side), model.dims);
-    flops += l.flops;
-    weighted += l.flops / cluster.device.efficiency.at(positions);
+double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster,
+                        bool training) {
+  // What the simulator itself prices (parallel/plan/simulator.hpp): each layer's measured
+  // convolution efficiency or its bytes at the memory bandwidth, plus its launch.
+  const LayerSequence seq = parallel::simulated_layer_sequence(model, layout.tile_input_side);
+  const parallel::LayerPassSeconds t = parallel::layer_pass_seconds(seq, cluster.device, Precision::kFp32, 1);
+  double flops = 0, seconds = 0;
+  for (size_t i = 0; i < seq.layers.size(); ++i) {
+    flops += (training ? 3.0 : 1.0) * seq.layers[i].flops;
+    seconds += t.forward[i] + (training ? t.backward[i] : 0.0);
   }
-  return weighted > 0 ? flops / weighted : cluster.device.efficiency.max;
+  return seconds > 0 ? flops / (seconds * cluster.device.peak_flops(Precision::kFp32)) : cluster.device.efficiency.max;
 }
 
 nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
@@ -183,7 +187,7 @@ nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
                    {"reasons", L.reasons}};
   if (!r.simulation.is_null()) j["simulation"] = r.simulation;
   if (!r.machine.empty()) j["machine"] = r.machine;
-  if (r.cluster) j["layer_efficiency"] = layer_efficiency(L, o.model, *r.cluster);
+  if (r.cluster) j["layer_efficiency"] = layer_efficiency(L, o.model, *r.cluster, po.training);
   if (const nlohmann::json s = stream_json(r); !s.is_null()) j["stream"] = s;
   return j;
 }

@@ -42,10 +42,12 @@ PlanResult plan_layout(const PlanJobOptions& o);
 /// What `plan --json` prints.
 nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r);
 
-/// The convolutions' FLOP-weighted efficiency on `cluster`'s device at the layout's tile
-/// (Σ flops / Σ flops / e(positions of each layer's output)): what the simulator runs them at,
-/// where the plan prices them all at e_max.
-double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster);
+/// The FLOP-weighted efficiency the simulator reaches on `cluster`'s device at the layout's tile
+/// (FLOPs of a tile's forward, and backward when `training`, over the simulator's per-layer
+/// seconds × the fp32 peak: measured convolution kernels, memory-bound layers, launches), where
+/// the plan prices every layer at e_max.
+double layer_efficiency(const parallel::Layout& layout, const UNetOptions& model, const parallel::ClusterModel& cluster,
+                        bool training);
 
 /// What `plan` prints: the layout, the simulation when there is one, the reasons.
 void print_plan(const PlanJobOptions& o, const PlanResult& r);
