@@ -81,24 +81,34 @@ std::string itksnap_label_description(const std::vector<LabelEntry>& entries) {
   return s;
 }
 
-std::vector<LabelEntry> parse_itksnap_label_description(const std::string& text, const std::string& name) {
+namespace {
+
+// Each line of `text` that is not blank or a comment, parsed by `entry(line, "NAME:LINE")`.
+template <class Parse>
+std::vector<LabelEntry> parse_entries(const std::string& text, const std::string& name, Parse entry) {
   std::vector<LabelEntry> out;
   std::istringstream lines(text);
   int number = 0;
   for (std::string line; std::getline(lines, line);) {
     ++number;
-    if (skipped(line)) continue;
-    const std::string where = name + ":" + std::to_string(number);
+    if (!skipped(line)) out.push_back(entry(line, name + ":" + std::to_string(number)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LabelEntry> parse_itksnap_label_description(const std::string& text, const std::string& name) {
+  return parse_entries(text, name, [](const std::string& line, const std::string& where) {
     std::istringstream in(line);
     int idx = 0, r = 0, g = 0, b = 0, vis = 0, mesh = 0;
     double alpha = 0;
     const size_t open = line.find('"'), close = line.rfind('"');
     if (!(in >> idx >> r >> g >> b >> alpha >> vis >> mesh) || open == std::string::npos || close == open)
       throw Error(where + ": expected IDX R G B A VIS MSH \"LABEL\" (an ITK-SNAP label description line)");
-    out.push_back({idx, line.substr(open + 1, close - open - 1), {channel(r, where), channel(g, where), channel(b, where)},
-                   vis != 0 && alpha > 0});
-  }
-  return out;
+    return LabelEntry{idx, line.substr(open + 1, close - open - 1),
+                      {channel(r, where), channel(g, where), channel(b, where)}, vis != 0 && alpha > 0};
+  });
 }
 
 std::string slicer_color_table(const std::vector<LabelEntry>& entries, const std::string& title) {
@@ -113,13 +123,7 @@ std::string slicer_color_table(const std::vector<LabelEntry>& entries, const std
 }
 
 std::vector<LabelEntry> parse_slicer_color_table(const std::string& text, const std::string& name) {
-  std::vector<LabelEntry> out;
-  std::istringstream lines(text);
-  int number = 0;
-  for (std::string line; std::getline(lines, line);) {
-    ++number;
-    if (skipped(line)) continue;
-    const std::string where = name + ":" + std::to_string(number);
+  return parse_entries(text, name, [](const std::string& line, const std::string& where) {
     std::istringstream in(line);
     int value = 0, r = 0, g = 0, b = 0, a = 0;
     std::string label;
@@ -127,9 +131,8 @@ std::vector<LabelEntry> parse_slicer_color_table(const std::string& text, const 
       throw Error(where + ": expected \"value name R G B A\" (a 3D Slicer colour table line)");
     for (char& c : label)
       if (c == '_') c = ' ';
-    out.push_back({value, label, {channel(r, where), channel(g, where), channel(b, where)}, a > 0});
-  }
-  return out;
+    return LabelEntry{value, label, {channel(r, where), channel(g, where), channel(b, where)}, a > 0};
+  });
 }
 
 std::vector<LabelEntry> read_label_table(const std::string& path) {
