@@ -57,12 +57,22 @@ T header_value(const unsigned char* header, size_t offset, bool swap) {
 
 // sizeof_hdr of a NIfTI header: 348 (NIfTI-1) or 540 (NIfTI-2) in the file's byte order,
 // which `swap` reports; anything else when it is neither.
+// A header whose sizeof_hdr is wrong but whose magic at 344 says NIfTI-1 ("n+1", "ni1") is
+// read by ITK's niftilib all the same (byte order from dim[0], 1..7): checked as NIfTI-1 too
+// (a fuzzed sizeof_hdr of 413 with a NaN srow aborted ITK's SVD past the geometry check).
 int32_t nifti_header_size(const unsigned char* h, bool& swap) {
   swap = false;
   const int32_t native = header_value<int32_t>(h, 0, false);
   if (native == 348 || native == 540) return native;
   swap = true;
-  return header_value<int32_t>(h, 0, true);
+  const int32_t swapped = header_value<int32_t>(h, 0, true);
+  if (swapped == 348 || swapped == 540) return swapped;
+  if ((std::memcmp(h + 344, "n+1", 4) == 0 || std::memcmp(h + 344, "ni1", 4) == 0)) {
+    const int16_t dim0 = header_value<int16_t>(h, 40, false);
+    swap = dim0 < 1 || dim0 > 7;
+    return 348;
+  }
+  return swapped;
 }
 
 // A NIfTI-1 vox_offset (a float) as a byte offset, at least 352. NaN and values past any
@@ -120,9 +130,14 @@ std::optional<std::string> nifti_geometry_problem(const std::string& path) {
     }
     if (header_value<int32_t>(h, 348, swap) > 0) fields.push_back({"sform (srow_x/y/z)", doubles(400, 12)});
   }
+  // Finite is not enough: ITK builds the direction in float, and a value near FLT_MAX (a fuzzed
+  // srow of -1.7e38) overflows there to Inf and aborts the same SVD. No geometry is 1e12 mm.
+  constexpr double kLargest = 1e12;
   for (const Field& f : fields)
-    for (double v : f.values)
+    for (double v : f.values) {
       if (!std::isfinite(v)) return std::string("NIfTI header has a non-finite ") + f.name;
+      if (std::abs(v) > kLargest) return std::string("NIfTI header has an absurdly large (> 1e12) ") + f.name;
+    }
   return std::nullopt;
 }
 
