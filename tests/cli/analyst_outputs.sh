@@ -18,18 +18,8 @@ pass() { checks=$((checks + 1)); echo "ok   $*"; }
 fail() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL $*"; }
 NAMES=(vegetation building road water)
 
-"$GEN" --out "$W/s" --size 512 --only scene --targets 0 >/dev/null || { echo "FAIL generator"; exit 1; }
-cat > "$W/train.yaml" <<YAML
-run_dir: $W/run
-model: {preset: unet-tiny, base_filters: 4, classes: 4}
-data:
-  pairs: [{image: $W/s/scene.tif, labels: $W/s/scene_labels.tif}]
-  class_names: [${NAMES[0]}, ${NAMES[1]}, ${NAMES[2]}, ${NAMES[3]}]
-train: {tile: 64, batch: 1, steps: 2, seed: 1}
-YAML
-"$T" train --config "$W/train.yaml" --no-progress >/dev/null 2>"$W/train.err" \
-  || { echo "FAIL train: $(head -3 "$W/train.err")"; exit 1; }
-CKPT="$W/run/checkpoints/last.pt"
+source "$(dirname "${BASH_SOURCE[0]}")/lib_scene_checkpoint.sh"
+train_scene_checkpoint 512 2
 infer() { "$T" infer --checkpoint "$CKPT" --input "$W/s/scene.tif" --tile 128 --no-progress "$@"; }
 
 # named FILE [NAMES...]: gdalinfo shows every name as a category and the attribute table; the

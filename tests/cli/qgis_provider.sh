@@ -34,18 +34,8 @@ NAMES=(vegetation building road water)
 "$QGIS_PROCESS" list 2>/dev/null | grep -q "tessera:segment_raster" && pass "qgis_process lists tessera:segment_raster" \
   || fail "qgis_process does not list the provider"
 
-"$GEN" --out "$W/s" --size 768 --only scene --targets 0 >/dev/null || { echo "FAIL generator"; exit 1; }
-cat > "$W/train.yaml" <<YAML
-run_dir: $W/run
-model: {preset: unet-tiny, base_filters: 4, classes: 4}
-data:
-  pairs: [{image: $W/s/scene.tif, labels: $W/s/scene_labels.tif}]
-  class_names: [${NAMES[0]}, ${NAMES[1]}, ${NAMES[2]}, ${NAMES[3]}]
-train: {tile: 64, batch: 1, steps: 4, seed: 1}
-YAML
-"$T" train --config "$W/train.yaml" --no-progress >/dev/null 2>"$W/train.err" \
-  || { echo "FAIL train: $(head -3 "$W/train.err")"; exit 1; }
-CKPT="$W/run/checkpoints/last.pt"
+source "$(dirname "${BASH_SOURCE[0]}")/lib_scene_checkpoint.sh"
+train_scene_checkpoint 768 4
 
 echo "== qgis_process run tessera:segment_raster"
 if "$QGIS_PROCESS" run tessera:segment_raster -- CHECKPOINT="$CKPT" INPUT="$W/s/scene.tif" TILE=128 PRECISION=0 \
