@@ -9,6 +9,7 @@
 #include "tessera/core/colors.hpp"
 #include "tessera/engine/config_file.hpp"
 #include "tessera/engine/run_config.hpp"
+#include "error_of.hpp"
 
 namespace tessera::engine {
 namespace {
@@ -18,12 +19,7 @@ const std::string kPairs = "data:\n  pairs: [{image: a.tif, labels: b.tif}]\n";
 RunConfig parse(const std::string& text) { return read_run_config(ConfigFile::parse(text, "run.yaml")); }
 
 std::string error_of(const std::string& text) {
-  try {
-    parse(text);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return test::error_of([&] { parse(text); });
 }
 
 TEST(DataClasses, NameAndColourEveryClassOnce) {
