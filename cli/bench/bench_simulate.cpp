@@ -14,6 +14,7 @@
 // balance cut from the same calibration) and predicts one step; the error is
 // (simulated − measured) / measured, and the done-when bound is 25 %.
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <iostream>
 
@@ -66,7 +67,7 @@ struct Row {
 // from the calibration, the cluster description.
 struct Simulator {
   LayerSequence seq;
-  std::vector<double> layer_seconds;
+  parallel::LayerTimeCalibration times;
   parallel::ClusterModel cluster;
 
   parallel::SimulationResult operator()(int dp, int pp, int m, int b, const std::string& schedule, bool adam) const {
@@ -78,7 +79,7 @@ struct Simulator {
                  .with_tiles_per_micro_batch(b)
                  .with_schedule(parse_pipeline_schedule(schedule))
                  .with_balance(parallel::BalanceStrategy::kTime)
-                 .with_layer_train_seconds(layer_seconds)
+                 .with_layer_times(times)
                  .with_optimizer_step(adam);
     return parallel::simulate(o, cluster);
   }
@@ -94,12 +95,16 @@ Simulator calibrated_simulator(const BenchSimulateOptions& f, const UNetOptions&
             "bench simulate: tessera plan --calibrate");
   const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
   if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
-  sim.layer_seconds = cal.time.seconds(sim.seq);
+  sim.times = cal.time;
   if (cal.device_flops) sim.cluster.device.fp32_flops = *cal.device_flops;
-  double tile = 0;
-  for (double t : sim.layer_seconds) tile += t;
-  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", sim.layer_seconds.size(),
-              cal_path.c_str(), tile);
+  auto seconds = [&](int tiles) {
+    const std::vector<double> s = sim.times.seconds(sim.seq, tiles);
+    return std::accumulate(s.begin(), s.end(), 0.0) / tiles;
+  };
+  std::printf("calibrated: %d layer times (%s), one tile forward + backward %.4f s alone; per tile in batches of",
+              sim.seq.size(), cal_path.c_str(), seconds(1));
+  for (int b : sim.times.batches) std::printf(" %d: %.4f s", b, seconds(b));
+  std::printf("\n");
   return sim;
 }
 
