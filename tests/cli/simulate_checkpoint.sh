@@ -6,7 +6,7 @@
 #    fit: the flag reaches the memory model;
 #  - a checkpointed pipeline step is longer than the same step without (its recomputed
 #    forwards) and holds less memory per stage;
-#  - a bad value is a one-line error naming the flag.
+#  - a bad value is a one-line error naming the flag; --seed-tables on a model that is not the seed's says which to give.
 # Usage: simulate_checkpoint.sh TESSERA
 set -uo pipefail
 T="$1"
@@ -25,6 +25,11 @@ if grep -q "does not fit" "$W/always.txt"; then fail "a seed configuration does 
 "$T" simulate --cluster "$summit" --model s0-small --seed-tables --activation-checkpoint except_last > "$W/last.txt" 2>&1 ||
   fail "seed tables except_last: $(tail -2 "$W/last.txt")"
 grep -q "tile 1434, K = 1: .*does not fit memory" "$W/last.txt" || fail "except_last: $(cat "$W/last.txt")"
+
+# the seed's tiles are no valid input of another model: one line naming the flag and the way out
+if "$T" simulate --cluster "$summit" --model unet-tiny --seed-tables > "$W/tiny.txt" 2>&1; then fail "seed tables ran unet-tiny"; fi
+[ "$(grep -c "error" "$W/tiny.txt")" -eq 1 ] && grep -q -- "--seed-tables.*--model s0-small" "$W/tiny.txt" ||
+  fail "seed tables on unet-tiny: $(cat "$W/tiny.txt")"
 
 step() {  # step seconds and the first stage's GiB of a 2-stage, 4-micro-batch s0-small step at 512²
   "$T" simulate --cluster "$SRC/clusters/dgx1.yaml" --model s0-small --input-side 512 --tiles 4 --pp 2 --micro-batches 4 \

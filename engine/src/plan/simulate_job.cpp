@@ -138,6 +138,9 @@ void print_simulated_pass(const SimulateOptions& f, const SimulatedPass& pass) {
 // recomputed one and exceed a V100's 16 GB, which the seed's runs did not.
 void print_seed_tables(const SimulateOptions& f) {
   validate_model(f.model);
+  if (f.model_preset.rfind("s0-", 0) != 0)
+    throw Error("--seed-tables runs the seed's tiles (1434², 192, 512, 1024), valid inputs of the seed's U-Nets only: "
+                "give --model s0-small (or s0-medium, s0-large), not " + f.model_preset);
   const CalibratedCluster rc = resolve_cluster(f);
   parallel::ClusterModel c = rc.cluster;
   c.nodes = 1;
