@@ -46,7 +46,7 @@ std::map<int, std::string> legend_names(MainWindow& w) {
 TEST(UserFlows, AnalystLabelsOpenWithClassZeroCheckedAndNamed) {
   TempDir dir;
   const std::string s = dir.file("s");
-  ASSERT_EQ(run(std::string(MAKE_SAMPLE_EXE) + " --out " + s + " --size 128 --only scene --targets 0", dir.file("gen.log")),
+  ASSERT_EQ(run(std::string(MAKE_SAMPLE_EXE) + " --out " + s + " --size 256 --only scene --targets 0", dir.file("gen.log")),
             "");
   const std::string config = dir.file("own.yaml");
   std::ofstream(config) << "run_dir: " << dir.file("run") << "\n"
