@@ -6,7 +6,8 @@
 #     them; --stac-relative items and collection resolve after the tree is moved; a 3-band scene into a 4-band model is refused naming --bands and runs with
 #     --bands 1,2,3,3; 16-bit values and another pixel size draw the intensity and spacing
 #     warnings;
-#   clinician: a CT model on an MR-like volume (0..254) draws the intensity warning; the label
+#   clinician: a CT model on an MR-like volume (0..254) draws the intensity warning, a model
+#     trained on the CT series on the series relabelled MR the modality warning; the label
 #     volume gets ITK-SNAP and 3D Slicer side files with the class names, which eval reads.
 # Usage: own_data.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
@@ -176,6 +177,16 @@ grep -q "warning: mr.nii.gz: intensity check: channel 1 spans \[0, [0-9.]*\].*tr
 [ -f seg.itksnap.txt ] && [ -f seg_ColorTable.ctbl ] && grep -q '"liver"' seg.itksnap.txt \
   && grep -qE "^1 liver 221 130 101 255$" seg_ColorTable.ctbl && grep -qE "^0 background 0 0 0 0$" seg_ColorTable.ctbl \
   && pass "label volume side files for ITK-SNAP and Slicer" || fail "side files: $(ls; cat seg_ColorTable.ctbl 2>&1)"
+# A model trained on the DICOM series keeps its modality (CT): the same series relabelled MR
+# draws the modality warning, the CT series itself none.
+sed -e 's|ct/ct.nii.gz|ct/ct_dicom|' -e 's/run_dir: runct/run_dir: runctd/' ct.yaml > ctd.yaml
+"$T" train --config ctd.yaml --no-progress > ctd_train.log 2>&1 || die "CT series train: $(tail -3 ctd_train.log)"
+cp -r ct/ct_dicom mr_dicom && dcmodify -nb -m "(0008,0060)=MR" mr_dicom/*.dcm > /dev/null 2>&1 || die "dcmodify"
+"$T" infer --checkpoint runctd/checkpoints/last.pt --input mr_dicom --output mrd.nii.gz --no-progress > mrd.log 2>&1
+"$T" infer --checkpoint runctd/checkpoints/last.pt --input ct/ct_dicom --output ctd.nii.gz --no-progress > ctd.log 2>&1
+grep -q "warning: mr_dicom: modality check: the image is MR but the model was trained on CT" mrd.log \
+  && ! grep -q "modality check" ctd.log && pass "modality warning for an MR series into a CT model, none for CT" \
+  || fail "modality check: $(cat mrd.log ctd.log)"
 "$T" eval --pred seg.nii.gz --truth ct/ct_labels.nii.gz > ct_eval.log 2>&1 && grep -qE "^kidney +" ct_eval.log \
   && pass "eval names a volume's classes from its side files" || fail "eval on volumes: $(cat ct_eval.log)"
 
