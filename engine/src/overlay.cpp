@@ -1,6 +1,8 @@
 #include "tessera/engine/overlay.hpp"
 
 #include <algorithm>
+#include <array>
+#include <memory>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
@@ -8,8 +10,10 @@
 
 #include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/io/dicom_seg.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/raster.hpp"
+#include "tessera/io/resample.hpp"
 
 namespace tessera::engine {
 namespace {
@@ -110,12 +114,39 @@ cv::Mat with_legend(const cv::Mat& picture, const io::LabelStyle& style) {
   return out;
 }
 
+// The labels to draw: a label raster or volume as it is; a DICOM SEG (`tessera infer --output
+// seg.dcm`) placed on `image`'s grid by DCMTK (never read as an image: GDCM takes a SEG for an
+// image it cannot read), each segment back to the class whose name it bears (DicomSegWriter
+// writes one segment per class, labelled with its name); voxels in no segment are class 0, or
+// nodata where class 0 is a class with a segment of its own (data.background: none).
+std::unique_ptr<ImageSource> labels_of(const std::string& path, const ImageSource& image, const io::LabelStyle& style) {
+  if (!io::is_dicom_seg(path)) return io::open_image(path);
+  const io::DicomSegLabels seg = io::read_dicom_seg(path, image.info().extent, image.info().geo);
+  std::array<float, 256> class_of;
+  class_of.fill(float(kNoDataLabel));
+  class_of[0] = style.is_background(0) ? 0.f : float(kNoDataLabel);
+  const int classes = std::max(style.classes, static_cast<int>(style.class_names.size()));
+  for (const io::DicomSegSegment& segment : seg.segments) {
+    int id = 0;
+    while (id < classes && style.name(id) != segment.label) ++id;
+    if (id == classes)
+      throw Error(path + ": segment " + std::to_string(segment.number) + " '" + segment.label + "' names no class");
+    class_of[size_t(segment.number)] = float(id);
+  }
+  ImageInfo info = image.info();
+  info.path = path;
+  info.channels = 1;
+  std::vector<float> voxels(seg.labels.size());
+  for (size_t i = 0; i < voxels.size(); ++i) voxels[i] = class_of[seg.labels[i]];
+  return std::make_unique<io::MemoryVolume>(std::move(info), std::move(voxels));
+}
+
 }  // namespace
 
 void write_overlay_png(const std::string& image_path, const std::string& labels_path, const std::string& png,
                        const io::LabelStyle& style, double opacity, int max_side) {
   auto image = io::open_image(image_path);
-  auto labels = io::open_image(labels_path);
+  auto labels = labels_of(labels_path, *image, style);
   if (image->info().extent != labels->info().extent)
     throw Error(labels_path + ": size " + to_string(labels->info().extent) + " differs from " + image_path);
   cv::Mat picture;

@@ -135,6 +135,14 @@ void MainWindow::connectRaster() {
     stack_->setCurrentWidget(raster_);
     OverlayStyle s = legend_->style();
     s.colors = raster_->overlayStyle().colors;  // the label file's colour table, if any
+    // Class 0 starts checked where the labels say it is a class (data.background: none, e.g.
+    // water), unchecked where it is the background or nothing says; a choice the user made
+    // stays while the same labels (or a live run's growing mosaic) reload.
+    const QString labels_key = run_dir_.isEmpty() ? labels_path_ : run_dir_;
+    if (labels_key != background_for_) {
+      background_for_ = labels_key;
+      s.visible[0] = raster_->labelMeta() && raster_->labelMeta()->background == "none";
+    }
     legend_->setStyle(s);
     refreshNames();
     const auto& m = raster_->meta();

@@ -101,6 +101,7 @@ class MainWindow : public QMainWindow {
   QLabel* readout_;
   QProgressBar* progress_;
   QString image_path_, labels_path_;
+  QString background_for_;  // the labels (or run) whose class 0 visibility was set from LABEL_BACKGROUND
   std::vector<int> bands_;
   QString last_message_;
   bool volume_ready_ = false;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tessera/core/error.hpp"
+#include "tessera/io/label_background.hpp"
 
 namespace tessera::gui {
 namespace {
@@ -32,6 +33,7 @@ RasterMeta meta_of(const io::RasterReader& reader) {
   m.overview_count = d.overview_count;
   m.band_names = std::move(d.band_names);
   m.class_names = std::move(d.class_names);
+  m.background = io::label_background(info.path);
   m.color_table = d.color_table;
   return m;
 }

@@ -29,6 +29,7 @@ struct RasterMeta {
   int overview_count = 0;                     ///< of band 1
   std::vector<std::string> band_names;        ///< descriptions, may be empty strings
   std::array<std::string, 256> class_names;   ///< from CLASS_<id> metadata, may be empty
+  std::string background;                     ///< LABEL_BACKGROUND: "0", "none" (class 0 a class), "" unknown
   std::optional<std::array<uint32_t, 256>> color_table;  ///< QRgb-compatible ARGB, if any
 };
 

@@ -17,6 +17,7 @@
 #include "tessera/core/colors.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/image_source.hpp"
+#include "tessera/io/label_background.hpp"
 #include "tessera/io/raster.hpp"
 
 namespace tessera::io {
@@ -91,8 +92,9 @@ void set_attribute_table(GDALRasterBandH band, const LabelStyle& style, const st
   if (err != CE_None) throw Error("cannot set the raster attribute table: " + gdal_error());
 }
 
-// Names the classes of the GeoTIFF at `path` in place: CLASS_<id> metadata in the TIFF,
-// category names and the attribute table in `<path>.aux.xml` (needs a PamScope).
+// Names the classes of the GeoTIFF at `path` in place: CLASS_<id> and LABEL_BACKGROUND
+// (tessera/io/label_background.hpp) metadata in the TIFF, category names and the attribute
+// table in `<path>.aux.xml` (needs a PamScope).
 void describe_classes(const std::string& path, const std::string& name, const LabelStyle& style,
                       const LabelCounts& counts) {
   const std::vector<int> ids = listed_ids(style, present_of(counts));
@@ -105,6 +107,8 @@ void describe_classes(const std::string& path, const std::string& name, const La
       const std::string key = "CLASS_" + std::to_string(id);
       GDALSetMetadataItem(ds, key.c_str(), style.name(id).c_str(), nullptr);
     }
+    // Whether class 0 is the background (data.background), for the viewer's legend.
+    GDALSetMetadataItem(ds, kBackgroundKey, style.is_background(0) ? "0" : "none", nullptr);
     if (!ids.empty()) {
       std::vector<std::string> names(size_t(ids.back()) + 1);  // indexed by pixel value
       for (int id : ids) names[size_t(id)] = style.name(id);
@@ -165,6 +169,18 @@ void LabelStyle::validate() const {
 
 bool wants_cog(const std::string& path, bool cog) {
   return cog || ends_with_nocase(path, ".cog.tif") || ends_with_nocase(path, ".cog.tiff");
+}
+
+std::string label_background(const std::string& path) {
+  ensure_gdal();
+  CPLPushErrorHandler(CPLQuietErrorHandler);
+  GDALDatasetH ds = GDALOpenEx(path.c_str(), GDAL_OF_RASTER | GDAL_OF_READONLY, nullptr, nullptr, nullptr);
+  CPLPopErrorHandler();
+  if (!ds) return "";
+  const char* value = GDALGetMetadataItem(ds, kBackgroundKey, nullptr);
+  std::string background = value ? value : "";
+  GDALClose(ds);
+  return background;
 }
 
 std::string qml_sidecar_path(const std::string& raster) {

@@ -99,8 +99,9 @@ bool is_url(const std::string& s) { return s.find("://") != std::string::npos ||
 fs::path absolute_path(const std::string& p) { return fs::absolute(fs::path(p)).lexically_normal(); }
 
 // `target` as an href from `folder` (absolute): relative when both lie under one top-level
-// folder (the catalogue moves with its files), else absolute; URLs unchanged.
-std::string href_for(const fs::path& folder, const std::string& target) {
+// folder (the catalogue moves with its files) or when `relative` asks so, else absolute; URLs
+// unchanged.
+std::string href_for(const fs::path& folder, const std::string& target, bool relative = false) {
   if (is_url(target)) return target;
   const fs::path abs = absolute_path(target);
   auto top = [](const fs::path& p) {
@@ -109,12 +110,16 @@ std::string href_for(const fs::path& folder, const std::string& target) {
     return it == p.end() ? fs::path() : *it;
   };
   const fs::path rel = abs.lexically_relative(folder);
-  if (rel.empty() || top(abs) != top(folder)) return abs.generic_string();
+  if (rel.empty() || (!relative && top(abs) != top(folder))) return abs.generic_string();
   return rel.generic_string();
 }
 
-// A local path kept in a property: absolute, so it means the same from anywhere.
-std::string absolute_or_url(const std::string& p) { return is_url(p) ? p : absolute_path(p).generic_string(); }
+// A local path kept in a property: absolute, so it means the same from anywhere; relative to
+// the item's `folder` in a self-contained item.
+std::string path_property(const fs::path& folder, const std::string& p, bool relative) {
+  if (relative) return href_for(folder, p, true);
+  return is_url(p) ? p : absolute_path(p).generic_string();
+}
 
 std::string media_type_of(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
@@ -297,7 +302,7 @@ Json labels_asset(const std::string& path, const StacItemOptions& o, const Footp
   for (int id = 0; id < listed_classes(o); ++id)
     classes.push_back(
         {{"value", id}, {"description", style.name(id)}, {"name", style.name(id)}, {"color_hint", color_hint(style, id)}});
-  Json a = {{"href", href_for(folder, o.raster)},
+  Json a = {{"href", href_for(folder, o.raster, o.relative)},
             {"type", std::string(kGeoTiff) + (wants_cog(o.raster, o.cog) ? "; profile=cloud-optimized" : "")},
             {"title", "Labels"},
             {"roles", {"data", "labels", "labels-raster"}},
@@ -313,7 +318,7 @@ std::string located(const StacItemOptions& o, const std::string& path) { return 
 Json extra_asset(const fs::path& folder, const StacAsset& asset, const StacItemOptions& o) {
   if (!is_url(asset.href) && !fs::exists(located(o, asset.href)))
     throw Error(asset.href + ": asset '" + asset.key + "' does not exist");
-  Json a = {{"href", href_for(folder, asset.href)}};
+  Json a = {{"href", href_for(folder, asset.href, o.relative)}};
   const std::string type = asset.media_type.empty() ? media_type_of(asset.href) : asset.media_type;
   if (!type.empty()) a["type"] = type;
   if (!asset.title.empty()) a["title"] = asset.title;
@@ -321,7 +326,7 @@ Json extra_asset(const fs::path& folder, const StacAsset& asset, const StacItemO
   return a;
 }
 
-Json item_properties(const StacItemOptions& o, const Footprint& fp, const LabelStyle& style) {
+Json item_properties(const fs::path& folder, const StacItemOptions& o, const Footprint& fp, const LabelStyle& style) {
   Json ids = Json::array();
   for (int id = 0; id < listed_classes(o); ++id) ids.push_back(id);
   // STAC's datetime may be null only with start_datetime and end_datetime, which an unknown
@@ -343,8 +348,8 @@ Json item_properties(const StacItemOptions& o, const Footprint& fp, const LabelS
   p["label:classes"] = Json::array({{{"name", nullptr}, {"classes", ids}}});
   p["label:description"] = label_description(o, style);
   p["tessera:model"] = null_if_empty(o.model);
-  p["tessera:checkpoint"] = o.checkpoint.empty() ? Json(nullptr) : Json(absolute_or_url(o.checkpoint));
-  p["tessera:source"] = o.source.empty() ? Json(nullptr) : Json(absolute_or_url(o.source));
+  p["tessera:checkpoint"] = o.checkpoint.empty() ? Json(nullptr) : Json(path_property(folder, o.checkpoint, o.relative));
+  p["tessera:source"] = o.source.empty() ? Json(nullptr) : Json(path_property(folder, o.source, o.relative));
   return p;
 }
 
@@ -352,11 +357,11 @@ Json item_links(const std::string& path, const StacItemOptions& o) {
   const fs::path folder = absolute_path(path).parent_path();
   Json links = Json::array();
   if (!o.source.empty())
-    links.push_back(link("source", href_for(folder, o.source), media_type_of(o.source), "Input image"));
+    links.push_back(link("source", href_for(folder, o.source, o.relative), media_type_of(o.source), "Input image"));
   if (!o.collection.empty())
     for (const char* rel : {"collection", "parent", "root"})
       links.push_back(link(rel, kCollectionFile, "application/json"));
-  links.push_back(link("self", absolute_path(path).generic_string(), "application/geo+json"));
+  if (!o.relative) links.push_back(link("self", absolute_path(path).generic_string(), "application/geo+json"));
   return links;
 }
 
@@ -374,10 +379,10 @@ Json item_json(const std::string& path, const StacItemOptions& o) {
   if (!o.collection.empty()) item["collection"] = o.collection;
   item["geometry"] = {{"type", "Polygon"}, {"coordinates", Json::array({ring})}};
   item["bbox"] = fp.bbox;
-  item["properties"] = item_properties(o, fp, style);
+  const fs::path folder = absolute_path(path).parent_path();
+  item["properties"] = item_properties(folder, o, fp, style);
   item["links"] = item_links(path, o);
   Json assets = {{"labels", labels_asset(path, o, fp, style)}};
-  const fs::path folder = absolute_path(path).parent_path();
   for (const StacAsset& a : o.extra_assets) assets[a.key] = extra_asset(folder, a, o);
   item["assets"] = assets;
   return item;
@@ -400,6 +405,13 @@ nlohmann::json read_json(const std::string& path) {
 std::string string_or_empty(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
   return it == j.end() || it->is_null() ? std::string() : it->get<std::string>();
+}
+
+// A path property of the item at `item`: a relative one (a self-contained item) resolved
+// against the item's folder; absolute paths and URLs as written.
+std::string from_item(const std::string& item, const std::string& p) {
+  if (p.empty() || is_url(p) || fs::path(p).is_absolute()) return p;
+  return (absolute_path(item).parent_path() / p).lexically_normal().generic_string();
 }
 
 }  // namespace
@@ -462,8 +474,8 @@ StacItemSummary read_stac_item(const std::string& path) {
     s.collection = string_or_empty(j, "collection");
     s.datetime = string_or_empty(props, "datetime");
     s.model = string_or_empty(props, "tessera:model");
-    s.checkpoint = string_or_empty(props, "tessera:checkpoint");
-    s.source = string_or_empty(props, "tessera:source");
+    s.checkpoint = from_item(path, string_or_empty(props, "tessera:checkpoint"));
+    s.source = from_item(path, string_or_empty(props, "tessera:source"));
     if (props.contains("proj:shape")) s.shape = props.at("proj:shape").get<std::vector<int64_t>>();
     const auto bbox = j.at("bbox").get<std::vector<double>>();
     if (bbox.size() != 4) throw Error(path + ": bbox: expected 4 numbers, got " + std::to_string(bbox.size()));
@@ -475,14 +487,14 @@ StacItemSummary read_stac_item(const std::string& path) {
 }
 
 void write_stac_collection(const std::string& path, const std::string& id, const std::string& description,
-                           const std::vector<std::string>& item_paths) {
+                           const std::vector<std::string>& item_paths, bool relative) {
   if (item_paths.empty()) throw Error(path + ": a STAC collection needs at least one item");
   const fs::path folder = absolute_path(path).parent_path();
   std::array<double, 4> bbox = {std::numeric_limits<double>::max(), std::numeric_limits<double>::max(),
                                 std::numeric_limits<double>::lowest(), std::numeric_limits<double>::lowest()};
   std::optional<std::pair<double, std::string>> first, last;
-  Json links = Json::array({link("root", "./" + fs::path(path).filename().generic_string(), "application/json"),
-                            link("self", absolute_path(path).generic_string(), "application/json")});
+  Json links = Json::array({link("root", "./" + fs::path(path).filename().generic_string(), "application/json")});
+  if (!relative) links.push_back(link("self", absolute_path(path).generic_string(), "application/json"));
   for (const std::string& item_path : item_paths) {
     const StacItemSummary item = read_stac_item(item_path);
     if (!item.collection.empty() && item.collection != id)
@@ -495,7 +507,7 @@ void write_stac_collection(const std::string& path, const std::string& id, const
       bbox[size_t(k)] = std::min(bbox[size_t(k)], item.bbox[size_t(k)]);
       bbox[size_t(k + 2)] = std::max(bbox[size_t(k + 2)], item.bbox[size_t(k + 2)]);
     }
-    links.push_back(link("item", href_for(folder, item_path), "application/geo+json", item.id));
+    links.push_back(link("item", href_for(folder, item_path, relative), "application/geo+json", item.id));
   }
   Json collection = {{"type", "Collection"},
                      {"stac_version", kStacVersion},

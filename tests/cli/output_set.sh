@@ -6,7 +6,9 @@
 #     the outputs nor their side files (.aux.xml, .qml) at the final paths, no staging left;
 #   - the same run killed (SIGKILL) while it writes the overlay (a FIFO there blocks it): the
 #     labels exist staged, nothing at the final paths; a rerun removes its staging folder;
-#   - a DICOM series to a DICOM SEG with --overlay, failing at the overlay: no seg.dcm left.
+#   - a DICOM series to a DICOM SEG with --overlay: both written, no GDCM noise, the overlay
+#     the same picture as from a label volume of the same labels; the same run failing at the
+#     overlay: no seg.dcm left.
 # The staged names are the documented contract: <folder>/.tessera.partial-<host>-<pid>/<file name>.
 # Usage: output_set.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
@@ -77,14 +79,35 @@ else
   fail "the run did not block at the overlay: $(tail -3 killed.log)"; kill -9 $pid 2>/dev/null
 fi
 
-# 4. DICOM SEG with an overlay: a failure at the overlay leaves no seg.dcm.
+# 4. DICOM SEG with an overlay: it succeeds (the overlay takes the labels, not the SEG read
+# back), without GDCM's complaints; then a failure at the overlay leaves no seg.dcm.
 rm -rf out
+seg_run=("$T" infer --model unet3d-tiny --init random --seed 0 --classes 3 --tile 16 --no-progress --input s/ct_dicom
+         --output out/seg.dcm --overlay out/seg.png)
+if "${seg_run[@]}" > seg_ok.log 2>&1 && [ -s out/seg.dcm ] && [ -s out/seg.png ]; then
+  pass "SEG + overlay: both written"
+else
+  fail "SEG + overlay: $(tail -3 seg_ok.log)"
+fi
+grep -qi "not supported\|gdcm" seg_ok.log && fail "SEG + overlay prints: $(grep -i 'not supported\|gdcm' seg_ok.log | head -2)" \
+  || pass "SEG + overlay: no GDCM noise"
+# The same labels written as a label volume: the SEG's overlay is the same picture (each
+# segment drawn as the class it stands for).
 "$T" infer --model unet3d-tiny --init random --seed 0 --classes 3 --tile 16 --no-progress --input s/ct_dicom \
-  --output out/seg.dcm --overlay out/seg.png > seg.log 2>&1 &
+  --output vol/seg.nii.gz --overlay vol/seg.png > seg_vol.log 2>&1 || fail "label volume + overlay: $(tail -2 seg_vol.log)"
+/usr/bin/python3 -c '
+import sys
+from osgeo import gdal
+a, b = (gdal.Open(p).ReadAsArray() for p in sys.argv[1:])
+sys.exit(0 if a.shape == b.shape and (a == b).all() else 1)' out/seg.png vol/seg.png \
+  && pass "the SEG overlay equals the label volume overlay" || fail "the SEG overlay differs from the label volume one"
+rm -rf out
+"${seg_run[@]}" > seg.log 2>&1 &
 pid=$!
 mkdir -p "out/.tessera.partial-$H-$pid/seg.png"
 wait $pid; status=$?
-[ $status -ne 0 ] && pass "SEG + failing overlay exits $status" || fail "SEG + failing overlay succeeded"
+[ $status -ne 0 ] && grep -q "seg.png" seg.log && pass "SEG + failing overlay exits $status naming seg.png" \
+  || fail "SEG + failing overlay: exit $status: $(tail -2 seg.log)"
 left=$(left_over out/seg.dcm out/seg.png)
 [ -z "$left" ] && pass "SEG run that failed leaves no output" || fail "SEG run left: $left"
 

@@ -3,10 +3,11 @@
 #   analyst: a 3-band scene and own labels in which class 0 is a real class (water), names and
 #     colours set once (data.classes) and background none: the labels' categories, colour table
 #     and .qml, the vectors (class-0 polygons kept), `tessera eval` and `model-info` all use
-#     them; a 3-band scene into a 4-band model is refused naming --bands and runs with
+#     them; --stac-relative items and collection resolve after the tree is moved; a 3-band scene into a 4-band model is refused naming --bands and runs with
 #     --bands 1,2,3,3; 16-bit values and another pixel size draw the intensity and spacing
 #     warnings;
-#   clinician: a CT model on an MR-like volume (0..254) draws the intensity warning; the label
+#   clinician: a CT model on an MR-like volume (0..254) draws the intensity warning, a model
+#     trained on the CT series on the series relabelled MR the modality warning; the label
 #     volume gets ITK-SNAP and 3D Slicer side files with the class names, which eval reads.
 # Usage: own_data.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
@@ -68,6 +69,29 @@ import json, sys
 p = json.load(open("labels.stac.json"))["properties"]
 sys.exit(0 if p["datetime"] == "2024-05-02T10:30:00Z" and p["tessera:datetime_source"].startswith("acquisition") else 1)
 PY
+# --stac-relative: a self-contained catalogue. The scenes in one folder, the labels in another;
+# the whole tree moved elsewhere, every path the items and the collection name still resolves
+# from their folder, none is absolute, there is no self link, and a rerun keeps the scene.
+mkdir -p tree/scenes && cp scene3.tif tree/scenes/ && cp $CKPT tree/last.pt
+(cd tree && "$T" infer --checkpoint last.pt --input scenes --output pub --tile 64 \
+  --stac-relative --no-progress) > rel.log 2>&1 || fail "infer --stac-relative: $(tail -2 rel.log)"
+mv tree moved
+$PY - <<'PY' && pass "--stac-relative: items and collection resolve after a move, no absolute path, no self link" \
+  || fail "--stac-relative: $(cat moved/pub/scene3.stac.json)"
+import json, os, sys
+bad = []
+for name in ("moved/pub/scene3.stac.json", "moved/pub/collection.json"):
+    doc = json.load(open(name)); folder = os.path.dirname(name)
+    hrefs = [l["href"] for l in doc["links"]] + [a["href"] for a in doc.get("assets", {}).values()]
+    hrefs += [doc["properties"][k] for k in ("tessera:source", "tessera:checkpoint") if "properties" in doc]
+    bad += [f"{name}: self link" for l in doc["links"] if l["rel"] == "self"]
+    bad += [f"{name}: {h}" for h in hrefs if os.path.isabs(h) or not os.path.exists(os.path.join(folder, h))]
+sys.exit("\n".join(bad) if bad else 0)
+PY
+(cd moved && "$T" infer --checkpoint last.pt --input scenes --output pub --tile 64 --stac-relative --no-progress) \
+  > rel2.log 2>&1
+grep -q ": kept, finished by an earlier run" rel2.log && pass "a rerun keeps the scene its relative item names" \
+  || fail "rerun after the move: $(cat rel2.log)"
 zero=$(ogrinfo -q -sql "SELECT COUNT(*) AS n FROM labels WHERE class_id = 0 AND class_name = 'water'" polys.gpkg | grep -oE "n \(Integer\) = [0-9]+" | grep -oE "[0-9]+$")
 [ "${zero:-0}" -gt 0 ] && pass "vectors keep class 0 (water): $zero polygons" || fail "no class-0 polygons in polys.gpkg"
 $PY - <<'PY' && pass "overlay draws class 0 in its colour" || fail "overlay leaves class 0 undrawn"
@@ -153,6 +177,16 @@ grep -q "warning: mr.nii.gz: intensity check: channel 1 spans \[0, [0-9.]*\].*tr
 [ -f seg.itksnap.txt ] && [ -f seg_ColorTable.ctbl ] && grep -q '"liver"' seg.itksnap.txt \
   && grep -qE "^1 liver 221 130 101 255$" seg_ColorTable.ctbl && grep -qE "^0 background 0 0 0 0$" seg_ColorTable.ctbl \
   && pass "label volume side files for ITK-SNAP and Slicer" || fail "side files: $(ls; cat seg_ColorTable.ctbl 2>&1)"
+# A model trained on the DICOM series keeps its modality (CT): the same series relabelled MR
+# draws the modality warning, the CT series itself none.
+sed -e 's|ct/ct.nii.gz|ct/ct_dicom|' -e 's/run_dir: runct/run_dir: runctd/' ct.yaml > ctd.yaml
+"$T" train --config ctd.yaml --no-progress > ctd_train.log 2>&1 || die "CT series train: $(tail -3 ctd_train.log)"
+cp -r ct/ct_dicom mr_dicom && dcmodify -nb -m "(0008,0060)=MR" mr_dicom/*.dcm > /dev/null 2>&1 || die "dcmodify"
+"$T" infer --checkpoint runctd/checkpoints/last.pt --input mr_dicom --output mrd.nii.gz --no-progress > mrd.log 2>&1
+"$T" infer --checkpoint runctd/checkpoints/last.pt --input ct/ct_dicom --output ctd.nii.gz --no-progress > ctd.log 2>&1
+grep -q "warning: mr_dicom: modality check: the image is MR but the model was trained on CT" mrd.log \
+  && ! grep -q "modality check" ctd.log && pass "modality warning for an MR series into a CT model, none for CT" \
+  || fail "modality check: $(cat mrd.log ctd.log)"
 "$T" eval --pred seg.nii.gz --truth ct/ct_labels.nii.gz > ct_eval.log 2>&1 && grep -qE "^kidney +" ct_eval.log \
   && pass "eval names a volume's classes from its side files" || fail "eval on volumes: $(cat ct_eval.log)"
 

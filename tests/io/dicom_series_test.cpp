@@ -171,6 +171,9 @@ TEST_F(DicomSeries, OneFileOfASeriesOpensTheWholeSeries) {
     ASSERT_TRUE(reader.dicom().has_value());
     EXPECT_EQ(reader.dicom()->series.uid, s->uid);
     EXPECT_EQ(reader.dicom()->series.slices, s->extent[0]);
+    // The type the files store (write_dicom_series: uint16 HU + 1024), not ITK's rescaled one
+    // (`tessera info` said Int32 for a 16-bit series).
+    EXPECT_EQ(reader.info().data_type, "UInt16");
     EXPECT_EQ(reader.dicom()->how, "the whole series, from the files beside " + fs::path(s->files[1]).filename().string());
     // Its own UID given is fine.
     EXPECT_EQ(open_image(s->files[1], ImageOpenOptions().with_series_uid(s->uid))->info().extent, s->extent);

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -605,6 +606,68 @@ TEST(Stac, CollectionExtentCoversItsItems) {
   const std::string e = error_of([&] { write_stac_collection(path, "other", "", {stac_item_path(a)}); });
   EXPECT_EQ(e.rfind(stac_item_path(a) + ": ", 0), 0u) << e;
   fs::remove_all(dir);
+}
+
+// Every local path a self-contained item names: link and asset hrefs and the two path properties.
+std::vector<std::string> local_paths_of(const json& item) {
+  std::vector<std::string> out;
+  for (const auto& l : item.at("links")) out.push_back(l.at("href"));
+  for (const auto& [key, a] : item.at("assets").items()) out.push_back(a.at("href"));
+  for (const char* key : {"tessera:source", "tessera:checkpoint"}) out.push_back(item.at("properties").at(key));
+  return out;
+}
+
+// --stac-relative: the labels in one top-level folder (the working directory's), their source,
+// checkpoint and polygons in another (the temporary one). By default those are absolute and
+// the item has an absolute self link; relative, every path is relative to the item's folder
+// and names the same file, there is no self link, and reading the item back gives the
+// absolute paths (a rerun recognises the scenes it finished).
+TEST(Stac, RelativeItemsNameEveryLocalFileFromTheirFolder) {
+  const fs::path out = fs::current_path() / ("tessera-stac-relative-" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  fs::create_directories(out);
+  const auto in = temp_dir("relative-in");
+  const std::string raster = (out / "labels.tif").string(), source = (in / "scene.tif").string();
+  const std::string checkpoint = (in / "last.pt").string(), polygons = (in / "labels.gpkg").string();
+  write_label_tiff(raster, 8, 8, kUtm33, "EPSG:32633");
+  write_label_tiff(source, 8, 8, kUtm33, "EPSG:32633");
+  std::ofstream(checkpoint) << "weights";
+  std::ofstream(polygons) << "polygons";
+  const std::string item_path = stac_item_path(raster);
+  const auto item_of = [&](bool relative) {
+    write_stac_item(item_path, StacItemOptions("labels", raster)
+                                   .with_source(source)
+                                   .with_checkpoint(checkpoint)
+                                   .with_extra_assets({{"polygons", polygons, "", "", {}}})
+                                   .with_relative(relative));
+    return read_json(item_path);
+  };
+  const auto top = [](const fs::path& p) { return *std::next(p.begin()); };
+  if (top(out) != top(in)) {  // the default keeps absolute paths across top-level folders
+    const json item = item_of(false);
+    EXPECT_TRUE(fs::path(link_of(item, "source")->at("href").get<std::string>()).is_absolute()) << item;
+    EXPECT_NE(link_of(item, "self"), nullptr);
+  }
+  const json item = item_of(true);
+  EXPECT_EQ(link_of(item, "self"), nullptr) << item;
+  for (const std::string& p : local_paths_of(item)) {
+    EXPECT_FALSE(fs::path(p).is_absolute()) << p;
+    EXPECT_TRUE(fs::exists(resolve(out, p))) << p;
+  }
+  EXPECT_TRUE(fs::equivalent(resolve(out, link_of(item, "source")->at("href")), source));
+  EXPECT_TRUE(fs::equivalent(resolve(out, item.at("assets").at("polygons").at("href")), polygons));
+  EXPECT_TRUE(fs::equivalent(resolve(out, item.at("properties").at("tessera:checkpoint")), checkpoint));
+  const StacItemSummary s = read_stac_item(item_path);
+  EXPECT_EQ(s.source, source);
+  EXPECT_EQ(s.checkpoint, checkpoint);
+
+  const std::string collection = (out / "collection.json").string();
+  write_stac_collection(collection, "c", "", {item_path}, true);
+  EXPECT_EQ(link_of(read_json(collection), "self"), nullptr);
+  for (const auto& l : read_json(collection).at("links"))
+    EXPECT_FALSE(fs::path(l.at("href").get<std::string>()).is_absolute()) << l;
+  fs::remove_all(out);
+  fs::remove_all(in);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ void finish_folder(const InferOptions& o, const std::vector<SceneJob>& jobs, con
   if (!items.empty()) {
     const std::string collection = (fs::path(o.output) / "collection.json").string();
     io::write_stac_collection(collection, fs::path(o.output).filename().string(),
-                              "Tessera label rasters of the scenes in " + o.input, items);
+                              "Tessera label rasters of the scenes in " + o.input, items, o.stac_relative);
     std::printf("STAC collection: %s (%zu items)\n", collection.c_str(), items.size());
   }
   if (o.mosaic.empty()) return;

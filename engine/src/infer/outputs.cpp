@@ -117,6 +117,7 @@ class StacOutput final : public ImageOutput {
       item.datetime_source = "acquisition time (" + acquired->second + ")";
     }
     item.cog = io::wants_cog(image.output, o_.cog);
+    item.relative = o_.stac_relative;
     if (image.in_folder) item.collection = fs::path(image.output).parent_path().filename().string();
     else add_assets(item);
     outputs.stage(io::stac_item_path(image.output));

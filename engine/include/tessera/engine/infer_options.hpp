@@ -48,6 +48,7 @@ struct InferOptions {
   std::string t_srs;               ///< warp the labels to this CRS
   double tr = 0;                   ///< with t_srs: target pixel size; 0 = GDAL's choice
   std::string mosaic;              ///< with a folder of scenes: one mosaic (.vrt or .tif)
+  bool stac_relative = false;      ///< STAC items and collection self-contained: relative paths, no self link
 
   /// The checks that need no file, each error naming the flag. Throws tessera::Error.
   void validate() const;
@@ -109,6 +110,11 @@ void fields(InferOptions& o, V& v) {
   v.field("mosaic", o.mosaic,
           "With a folder of scenes: one mosaic of every scene's labels, .vrt (references the scenes' label rasters) or "
           ".tif; scenes in different CRSs need --t-srs");
+  v.field("stac_relative", o.stac_relative,
+          "Self-contained STAC items (and a folder's collection.json): every local href, tessera:source and "
+          "tessera:checkpoint relative to the item's folder, even outside the output's top-level folder, and no absolute "
+          "\"self\" link, so the output folder can be moved or published as it is (default: absolute paths where the "
+          "files share no top-level folder, and an absolute self link)");
   v.field("sp", o.sp,
           "Spatial parallelism: every tile split into N blocks, one per rank (mpirun -np N; world size must be N), halos "
           "exchanged, rank 0 writes the labels of one process with the same tile. For a tile or a whole volume larger "

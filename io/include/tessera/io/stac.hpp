@@ -13,10 +13,13 @@
 // tessera:source. Links: "source" (the input image), "self", and "collection" / "parent" /
 // "root" to `collection.json` in the item's folder when a collection is named.
 // Local hrefs are relative to the item's folder when both share a top-level folder, absolute
-// otherwise; URLs and GDAL /vsi paths are kept as given.
+// otherwise; URLs and GDAL /vsi paths are kept as given. With `relative` (infer --stac-relative)
+// the item is self-contained, as STAC calls it: every local href and the tessera:source /
+// tessera:checkpoint paths relative to the item's folder whatever folders they lie in, and no
+// absolute "self" link, so the folder can be moved or published as it is.
 //
 // Collection: extent = union of its items' bboxes and the span of their datetimes; links
-// "item" (relative), "self", "root".
+// "item" (relative), "self" (not when relative), "root".
 //
 // Files appear complete or not at all (tessera/run/staged_file.hpp). GDAL and JSON types stay
 // in io/src. Footprints crossing the antimeridian are not split. Thread safe for distinct paths.
@@ -59,6 +62,7 @@ struct StacItemOptions {
   /// (IMAGERY ACQUISITIONDATETIME)"); with no datetime: "processing time (acquisition time unknown)".
   std::string datetime_source;
   bool cog = false;                      ///< the labels are a Cloud-Optimized GeoTIFF (also when named .cog.tif)
+  bool relative = false;                 ///< self-contained: relative local paths only, no "self" link
   /// Outputs of the same run not yet committed (tessera/run/output_set.hpp), or nullptr. With
   /// one, every path here and the item's own are final paths: hrefs and the "self" link name
   /// them, while the files are read, and the item written, where the set has them staged.
@@ -75,6 +79,7 @@ struct StacItemOptions {
   StacItemOptions& with_collection(std::string v) { collection = std::move(v); return *this; }
   StacItemOptions& with_datetime(std::string v) { datetime = std::move(v); return *this; }
   StacItemOptions& with_cog(bool v) { cog = v; return *this; }
+  StacItemOptions& with_relative(bool v) { relative = v; return *this; }
   StacItemOptions& with_outputs(const OutputSet* v) { outputs = v; return *this; }
 
   /// Throws tessera::Error naming the bad field (empty id or raster, classes outside 0..255,
@@ -101,8 +106,8 @@ void write_stac_item(const std::string& path, const StacItemOptions& options);
 struct StacItemSummary {
   std::string id;
   std::string model;                 ///< "" when null
-  std::string checkpoint;            ///< "" when null
-  std::string source;                ///< "" when null
+  std::string checkpoint;            ///< "" when null; a relative path resolved against the item's folder
+  std::string source;                ///< "" when null; a relative path resolved against the item's folder
   std::string collection;            ///< "" when the item names none
   std::string datetime;              ///< properties.datetime as written
   std::vector<int64_t> shape;        ///< proj:shape (rows, columns); empty when absent
@@ -114,9 +119,10 @@ struct StacItemSummary {
 StacItemSummary read_stac_item(const std::string& path);
 
 /// Writes a STAC collection of the items at `item_paths` (written by write_stac_item) to
-/// `path`, atomically. Throws tessera::Error naming the file: no items, an item that cannot be
-/// read, or one that belongs to another collection.
+/// `path`, atomically; `relative`: self-contained (item links relative, no "self" link).
+/// Throws tessera::Error naming the file: no items, an item that cannot be read, or one that
+/// belongs to another collection.
 void write_stac_collection(const std::string& path, const std::string& id, const std::string& description,
-                           const std::vector<std::string>& item_paths);
+                           const std::vector<std::string>& item_paths, bool relative = false);
 
 }  // namespace tessera::io
