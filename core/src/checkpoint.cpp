@@ -185,6 +185,7 @@ void to_json(nlohmann::json& j, const CheckpointMeta& m) {
   if (!(m.inputs == TrainingInputs{}))
     j["inputs"] = {{"modality", m.inputs.modality}, {"low", m.inputs.low},          {"high", m.inputs.high},
                    {"spacing", m.inputs.spacing},   {"spacing_unit", m.inputs.spacing_unit}};
+  if (!m.training_window.empty()) j["training_window"] = m.training_window;
   if (!m.trainer_state.empty()) j["trainer_state"] = m.trainer_state;
   if (!m.extra_model.empty()) j["extra_model"] = nlohmann::json::parse(m.extra_model);
 }
@@ -214,6 +215,7 @@ void from_json(const nlohmann::json& j, CheckpointMeta& m) {
     m.class_colors.push_back(*c);
   }
   m.background = j.value("background", std::string("0"));
+  m.training_window = j.value("training_window", std::vector<int64_t>{});
   m.inputs = {};
   if (j.contains("inputs")) {
     const nlohmann::json& in = j.at("inputs");

@@ -72,6 +72,10 @@ TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t t
 
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue) {
+  if (options.sliding) {
+    TESSERA_CHECK(!queue);
+    return for_each_window(net, source, norm, options, fn);
+  }
   if (options.strip > 0) {
     TESSERA_CHECK(!queue);
     return for_each_strip(net, source, norm, options, fn);

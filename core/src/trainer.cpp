@@ -17,6 +17,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/fault_injection.hpp"
 #include "tessera/core/progress.hpp"
+#include "tessera/core/sliding_window.hpp"
 #include "tessera/core/torch_compat.hpp"
 #include "tessera/core/train_observer.hpp"
 #include "tessera/run/run_layout.hpp"
@@ -407,6 +408,7 @@ void Training::save_checkpoints(int64_t step, const EpochEnd& end) {
     return;
   meta_.step = step;
   meta_.epoch = epoch_of(step);
+  meta_.training_window = training_window(net_->options(), options_.tile_at_epoch(meta_.epoch));
   state_.rng = planned_states_.empty() ? sampler_.rng_state() : planned_states_.front();
   meta_.trainer_state = state_.to_json();
   require_finite_weights(net_, step, last_);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/sliding_window.hpp"
 #include "tessera/core/tile_choice.hpp"
 #include "tessera/io/dicomweb.hpp"
 #include "tessera/io/open_image.hpp"
@@ -33,6 +34,17 @@ void validate_model(const InferOptions& o) {
   if (!o.run_dir.empty())
     throw Error("--mode stream: not with --run-dir " + o.run_dir + " (its ranks take tiles; bands of a streamed image "
                 "are not implemented); use --mode tile");
+}
+
+// --window and --tta: gaussian windows are one process's whole image, their own geometry.
+void validate_window(const InferOptions& o) {
+  check_window_option(o.window);
+  if (o.tta != "none" && o.tta != "mirror") throw Error("--tta: '" + o.tta + "' is not one of none, mirror");
+  if (o.tta == "mirror" && o.window == "exact")
+    throw Error("--tta mirror: only with sliding windows (--window gaussian, or auto choosing them)");
+  if (o.window != "gaussian") return;
+  if (const std::string why = exact_only_flags(o); !why.empty())
+    throw Error("--window gaussian: not with " + why + "; use --window exact");
 }
 
 void validate_spatial(const InferOptions& o) {
@@ -80,11 +92,20 @@ void validate_pacs(const InferOptions& o) {
 
 }  // namespace
 
+std::string exact_only_flags(const InferOptions& o) {
+  if (o.mode != "auto") return "--mode " + o.mode;
+  if (parse_tile_option(o.tile) > 0) return "--tile " + o.tile;
+  if (o.sp > 1) return "--sp " + std::to_string(o.sp);
+  if (!o.run_dir.empty()) return "--run-dir " + o.run_dir;
+  return "";
+}
+
 void InferOptions::validate() const {
   if (input.empty()) throw Error("infer: --input is required");
   if (output.empty()) throw Error("infer: --output is required");
   validate_model(*this);
   validate_spatial(*this);
+  validate_window(*this);
   validate_outputs(*this);
   validate_pacs(*this);
 }

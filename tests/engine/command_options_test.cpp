@@ -58,6 +58,37 @@ TEST(InferOptions, ModeRefusesWhatAStreamCannotJoin) {
   EXPECT_REFUSED_NAMING(o, "--sp");
 }
 
+// --window and --tta: their values, and what Gaussian windows cannot join, naming the flag.
+TEST(InferOptions, WindowRefusesWhatWindowsCannotJoin) {
+  engine::InferOptions o;
+  o.input = "scene.tif";
+  o.output = "labels.tif";
+  o.checkpoint = "model.pt";
+  for (const char* window : {"auto", "gaussian", "exact"}) {
+    o.window = window;
+    EXPECT_EQ(refusal(o), "") << window;
+  }
+  o.window = "sideways";
+  EXPECT_REFUSED_NAMING(o, "--window");
+  o.window = "auto";
+  o.tta = "flip";
+  EXPECT_REFUSED_NAMING(o, "--tta");
+  o.tta = "mirror";
+  EXPECT_EQ(refusal(o), "");
+  o.window = "exact";
+  EXPECT_REFUSED_NAMING(o, "--tta mirror");
+  o.tta = "none";
+  o.window = "gaussian";
+  o.tile = "64";
+  EXPECT_REFUSED_NAMING(o, "--tile 64");
+  o.tile = "auto";
+  o.mode = "tile";
+  EXPECT_REFUSED_NAMING(o, "--mode tile");
+  o.mode = "auto";
+  o.sp = 2;
+  EXPECT_REFUSED_NAMING(o, "--sp 2");
+}
+
 TEST(PlanJobOptions, DefaultsAreValid) {
   engine::PlanJobOptions o;
   EXPECT_REFUSED_NAMING(o, "--image");  // required unless --calibrate
@@ -71,6 +102,13 @@ TEST(PlanJobOptions, DefaultsAreValid) {
   o.schedule = "gpipe";
   o.activation_checkpoint = "sometimes";
   EXPECT_REFUSED_NAMING(o, "--activation-checkpoint");
+  engine::PlanJobOptions dataset;
+  dataset.dataset = "Task03_Liver";
+  EXPECT_EQ(refusal(dataset), "");
+  dataset.device_memory = 0;  // this machine's
+  EXPECT_EQ(refusal(dataset), "");
+  dataset.image = "512x512";
+  EXPECT_REFUSED_NAMING(dataset, "--dataset");
 }
 
 TEST(PlanJobOptions, EveryFlagSetsItsField) {

@@ -119,15 +119,19 @@ void print_summary(const InferredImage& image, const InferenceReport& r, const T
                    const std::string& spatial, const std::string& probabilities, int threads) {
   const std::string rate = fmt::format("{:.2f} s, {:.3f} Mpx/s, {:.2f} useful GFLOP/s", r.seconds, r.pixels / 1e6 / r.seconds,
                                        r.useful_gflops / r.seconds);
-  if (run.strip)
-    std::printf("%s -> %s: %lld strips, %s, %s, %s, recompute %.2fx, carried %s, %d threads\n", image.input.c_str(),
+  const std::string window = run.window_why.empty() ? "" : run.window_why + ", ";
+  if (run.sliding)
+    std::printf("%s -> %s: %lld windows, %s, %s, read %.2fx, %d threads\n", image.input.c_str(), image.output.c_str(),
+                (long long)r.tiles, run.window_why.c_str(), rate.c_str(), r.overhead, threads);
+  else if (run.strip)
+    std::printf("%s -> %s: %lld strips, %s, %s, %s, recompute %.2fx, carried %s, %s%d threads\n", image.input.c_str(),
                 image.output.c_str(), (long long)r.tiles, run.why.c_str(), run.strip->summary().c_str(), rate.c_str(),
-                r.recompute, format_bytes(r.held_bytes).c_str(), threads);
+                r.recompute, format_bytes(r.held_bytes).c_str(), window.c_str(), threads);
   else
-    std::printf("%s -> %s: %lld tiles, %s, %s, tiling overhead %.2fx, recompute %.2fx%s%s %d threads\n",
+    std::printf("%s -> %s: %lld tiles, %s, %s, tiling overhead %.2fx, recompute %.2fx%s%s %s%d threads\n",
                 image.input.c_str(), image.output.c_str(), (long long)r.tiles, tile.summary().c_str(), rate.c_str(),
                 r.overhead, r.recompute, run.why.empty() ? "" : (", " + run.why).c_str(),
-                spatial.empty() ? "," : spatial.c_str(), threads);
+                spatial.empty() ? "," : spatial.c_str(), window.c_str(), threads);
   if (!probabilities.empty()) std::printf("probabilities: %s\n", probabilities.c_str());
 }
 
@@ -157,9 +161,10 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   if (o.sp > 1) mesh = spatial_mesh(o, static_cast<int>(extent.size()));
   const TileChoice tile = choose_image_tile(o, net->options(), extent, mesh.has_value(), group);
   const bool show_progress = o.progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
-  const ImageRun run = choose_image_run(o, net->options(), extent, tile, group);
+  const ImageRun run = choose_image_run(o, net->options(), model.loaded.meta.training_window, extent, tile, group);
   auto options = InferenceOptions().with_tile(tile.tile).with_batch(o.batch).with_progress(show_progress);
   if (run.strip) options.with_strip(run.strip->strip);
+  if (run.sliding) options.with_sliding(*run.sliding);
   use_precision(o, net, job.input, extent, mesh.has_value(), options);
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
   if (mesh) {

@@ -96,16 +96,20 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
 
 /// How one image runs (--mode): tiles, or strips streamed through the network; and why.
 struct ImageRun {
+  std::optional<SlidingWindowOptions> sliding;  ///< set: Gaussian-blended windows of the training size
   std::optional<StripChoice> strip;  ///< set: streamed, in strips of strip->strip rows
   double tile_recompute = 1;         ///< FLOPs the chosen tiles would run / one pass over the image
   std::string why;                   ///< "stream (auto: …)" or, when auto chose tiles, "tiles (auto: …)"
+  std::string window_why;            ///< --window's choice and why ("gaussian windows 32×32 (auto: …)")
 };
-/// --mode tile: tiles; stream: strips (a model that does not stream is refused, naming why);
+/// --window first (sliding_window.hpp's choose_window, with the checkpoint's `training_window`):
+/// gaussian windows, or else --mode tile: tiles; stream: strips (a model that does not stream
+/// is refused, naming why);
 /// auto: strips where the model streams, the image is one piece of work (no --sp, no
 /// --run-dir, no --tile N given) and `tile` would recompute (more than one tile) or, as the
 /// whole image in one tile, hold more than twice the stream's predicted memory; else tiles.
-ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
-                          parallel::Communicator& group);
+ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& training_window,
+                          const Index& extent, const TileChoice& tile, parallel::Communicator& group);
 
 // ---- spatial.cpp -------------------------------------------------------------------------
 

@@ -56,9 +56,17 @@ std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
 
 }  // namespace
 
-ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& extent, const TileChoice& tile,
-                          parallel::Communicator& group) {
+ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& training_window,
+                          const Index& extent, const TileChoice& tile, parallel::Communicator& group) {
   ImageRun run;
+  const WindowChoice window = choose_window(o.window, model, training_window, exact_only_flags(o));
+  run.window_why = window.why;
+  if (window.gaussian) {
+    run.sliding = SlidingWindowOptions().with_window(window.window).with_mirror(o.tta == "mirror");
+    if (o.tta == "mirror") run.window_why += ", mirrored";
+    return run;
+  }
+  if (o.tta == "mirror") throw Error("--tta mirror: only with sliding windows, and --window chose " + window.why);
   run.tile_recompute = tile_recompute(model, extent, tile.tile);
   if (o.mode == "tile") return run;
   const std::string refused = stream_refused(o, model);

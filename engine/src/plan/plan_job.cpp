@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/tile_choice.hpp"
 #include "tessera/engine/calibration.hpp"
+#include "tessera/engine/dataset_plan.hpp"
 #include "tessera/engine/layout_json.hpp"
 #include "tessera/parallel/plan/simulator.hpp"
 
@@ -133,9 +135,28 @@ PlanResult plan_layout(const PlanJobOptions& o) {
   return r;
 }
 
+void plan_dataset(const PlanJobOptions& o) {
+  const DatasetFingerprint f = fingerprint_dataset(o.dataset);
+  PlanResources r;
+  r.devices = o.devices;
+  if (o.device_memory > 0) {
+    r.device_memory = static_cast<int64_t>(o.device_memory * double(int64_t{1} << 30));
+    r.memory_source = fmt::format("--device-memory {} GiB", o.device_memory);
+  } else {
+    r.device_memory = default_memory_budget();
+    r.memory_source = "this machine: " + format_bytes(r.device_memory) + ", half of MemAvailable";
+  }
+  const TrainingPlan p = plan_training(f, r);
+  if (o.json)
+    std::cout << plan_json(f, p).dump(2) << '\n';
+  else
+    std::cout << describe_plan(f, p);
+}
+
 void run_plan(const PlanJobOptions& o) {
   o.validate();
   if (o.calibrate) return calibrate_model(o);
+  if (!o.dataset.empty()) return plan_dataset(o);
   const PlanResult r = plan_layout(o);
   if (o.json) {
     std::cout << plan_json(o, r).dump(2) << '\n';

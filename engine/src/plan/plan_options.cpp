@@ -21,7 +21,13 @@ void validate_calibration(const PlanJobOptions& o) {
 
 void PlanJobOptions::validate() const {
   if (calibrate) return validate_calibration(*this);
-  if (image.empty()) throw Error("plan: --image is required (W×H or W×H×D)");
+  if (!dataset.empty()) {
+    if (!image.empty()) throw Error("plan: give one of --dataset, --image");
+    if (!(device_memory >= 0)) throw Error("plan: --device-memory must be >= 0 GiB (0: this machine's)");
+    if (devices < 1) throw Error("plan: --devices must be >= 1, got " + std::to_string(devices));
+    return;
+  }
+  if (image.empty()) throw Error("plan: --image is required (W×H or W×H×D), or --dataset DIR");
   if (train && infer) throw Error("plan: give one of --train, --infer");
   if (!(device_memory > 0)) throw Error("plan: --device-memory must be > 0 GiB");
   if (devices < 1) throw Error("plan: --devices must be >= 1, got " + std::to_string(devices));

@@ -42,6 +42,10 @@ struct CheckpointMeta {
   std::vector<Rgb> class_colors;   ///< by class id (data.classes); empty: the default palette
   std::string background = "0";    ///< data.background: "0" (class 0 is background) or "none"
   TrainingInputs inputs;
+  /// The input window sides the network was trained on, per axis (the tile the trainer read:
+  /// S + r + 2ε for valid padding, S for same); inference of a model whose output depends on
+  /// the window runs windows of this size (sliding_window.hpp). Empty: unknown (older files).
+  std::vector<int64_t> training_window;
   int64_t step = 0;
   int64_t epoch = 0;
   /// The trainer's own state for resuming (JSON: sampler random state, validation history);
@@ -55,7 +59,7 @@ struct CheckpointMeta {
 
 /// The description as JSON: {"model", "normalization": {"offset", "scale", "kind", "clip_low",
 /// "clip_high", "mask"}, "resampling": {"spacing", "image", "labels"} (when enabled),
-/// "class_names", "class_colors" ("#rrggbb" each), "background", "inputs": {"modality", "low",
+/// "class_names", "class_colors" ("#rrggbb" each), "background", "training_window" (when known), "inputs": {"modality", "low",
 /// "high", "spacing", "spacing_unit"}, "step", "epoch", "trainer_state" (when not empty)} — the one spelling shared by checkpoints
 /// and `tessera export`'s model.json. from_json: "step" and "epoch" default to 0, the colours,
 /// background and inputs to what files written before them meant (palette, "0", unknown); throws

@@ -7,10 +7,12 @@
 // parallel inference runs each tile split over ranks (cli/cmd_infer.cpp) through this same loop.
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include <torch/types.h>
 
 #include "tessera/core/image_source.hpp"
+#include "tessera/core/sliding_window.hpp"
 #include "tessera/core/tile_choice.hpp"
 #include "tessera/core/tile_grid.hpp"
 #include "tessera/core/unet.hpp"
@@ -29,6 +31,9 @@ struct InferenceOptions {
   int batch = 1;          ///< tiles per forward pass
   int64_t strip = 0;      ///< > 0: streamed (stream_executor.hpp) in strips of this many input rows
                           ///< (slices in 3-D) across the whole image, no tiles; 0: tiles
+  /// Set: overlapping windows of the training size blended with Gaussian weights
+  /// (sliding_window.hpp, for_each_window), no tiles; `tile` and `strip` are unused.
+  std::optional<SlidingWindowOptions> sliding;
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
   ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
@@ -36,6 +41,7 @@ struct InferenceOptions {
   InferenceOptions& with_tile(int64_t v) { tile = v; return *this; }
   InferenceOptions& with_batch(int v) { batch = v; return *this; }
   InferenceOptions& with_strip(int64_t v) { strip = v; return *this; }
+  InferenceOptions& with_sliding(SlidingWindowOptions v) { sliding = std::move(v); return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
   InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 
@@ -70,8 +76,8 @@ using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const
 /// work. Always called on the thread that called for_each_tile (so it may talk to MPI);
 /// sample-parallel inference hands out tiles through it. Empty: every tile, in order.
 using TileQueue = std::function<int64_t()>;
-/// `report.tiles` counts the tiles this call ran. With options.strip > 0 it is for_each_strip
-/// (no queue: a streamed image is one piece of work).
+/// `report.tiles` counts the tiles this call ran. With options.strip > 0 it is for_each_strip,
+/// with options.sliding for_each_window (no queue: either image is one piece of work).
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue = {});
 
@@ -83,6 +89,17 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
 /// in its parameters' dtype (bf16 weights: bf16 activations, fp32 logits).
 InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Normalization& norm,
                                const InferenceOptions& options, const TileCallback& fn);
+
+/// The sliding-window loop (options.sliding): windows of the training input sides at
+/// window_starts() per axis, in rows of windows along the first axis; each window's logits
+/// (averaged over mirrored copies with `mirror`) weighted by the product of gaussian_profile()
+/// and summed, divided by the summed weights. `fn` gets the image rows no later window reaches
+/// as a Tile whose output, inset and input are those rows across the image (a band of
+/// classes × rows × the image's other sides is held: memory grows with the image's cross
+/// section, not its length). `report.tiles` counts windows; `recompute` is the windows' input
+/// voxels over the image's. Inference mode, the network's device.
+InferenceReport for_each_window(UNet& net, const ImageSource& source, const Normalization& norm,
+                                const InferenceOptions& options, const TileCallback& fn);
 
 /// Argmax labels of every tile written to `sink` (nodata → kNoDataLabel); does not commit.
 InferenceReport infer_labels(UNet& net, const ImageSource& source, const Normalization& norm,

@@ -25,6 +25,8 @@ struct InferOptions {
   std::vector<int> bands;  ///< the model's channels from these input bands, 1-based; empty = as they are
   // how
   std::string mode = "auto";  ///< tile, stream (strips through the network, nothing recomputed), or auto
+  std::string window = "auto";  ///< gaussian (training-size windows, blended), exact (tiles / stream), or auto
+  std::string tta = "none";     ///< none, or mirror: sliding windows averaged over flipped copies
   std::string tile = "auto";  ///< inset side, or auto: the largest that fits memory_budget
   std::string memory_budget;  ///< with tile auto; "" = half of MemAvailable per node, shared by its ranks
   int batch = 1;
@@ -54,6 +56,10 @@ struct InferOptions {
   void validate() const;
 };
 
+/// The flag that asks for exact tiles or a stream ("--mode tile", "--tile 64", "--sp 2",
+/// "--run-dir R"), which --window auto then keeps to; "" when none does.
+std::string exact_only_flags(const InferOptions& o);
+
 template <class V>
 void fields(InferOptions& o, V& v) {
   v.field("checkpoint", o.checkpoint, "Checkpoint written by `tessera train`");
@@ -72,6 +78,13 @@ void fields(InferOptions& o, V& v) {
           "computed once, carried rows kept per level, the same labels (valid built-in U-Nets without group or instance "
           "norm; one process or whole scenes per rank); auto: stream where the model allows it and tiles would "
           "recompute, else tiles; the summary line says which and why");
+  v.field("window", o.window,
+          "gaussian: windows of the training patch (the checkpoint records it), overlapping by half, blended with "
+          "Gaussian weights (sigma = side/8; nnU-Net, MONAI), as instance/group norm and SE blocks saw them in training; "
+          "exact: tiles with halos or a stream (--mode), one pass over the whole image; auto: gaussian for models whose "
+          "output depends on the window (instance/group norm, registry models such as se-unet) when the checkpoint "
+          "records its patch and no --mode, --tile N, --sp or --run-dir asks for tiles; the summary line says why");
+  v.field("tta", o.tta, "With sliding windows: none, or mirror (logits averaged over flips of every axis subset)");
   v.field("store", o.store,
           "Send the DICOM SEG (--output NAME.dcm) to a PACS with STOW-RS once the run's outputs have committed: "
           "dicomweb://HOST[:PORT]/PATH (the service root, or .../studies/UID); credentials as for --input");

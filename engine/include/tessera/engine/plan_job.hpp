@@ -57,5 +57,7 @@ void calibrate_model(const PlanJobOptions& o);
 
 /// The command: validate(), then calibrate_model(), or plan_layout() printed as text or JSON.
 void run_plan(const PlanJobOptions& o);
+/// --dataset: the fingerprint and training plan (dataset_plan.hpp) printed, or as JSON.
+void plan_dataset(const PlanJobOptions& o);
 
 }  // namespace tessera::engine

@@ -18,7 +18,8 @@ struct PlanJobOptions {
   UNetOptions model = unet_preset("unet-tiny");  ///< resolved from --model PRESET and its overrides (not a flag)
   std::string model_preset = "unet-tiny";        ///< its preset name: the calibration entry, the report
   // the problem
-  std::string image;              ///< W×H or W×H×D; required unless calibrate
+  std::string image;              ///< W×H or W×H×D; required unless calibrate or dataset
+  std::string dataset;            ///< an MSD / nnU-Net folder: its fingerprint and training plan (dataset_plan.hpp)
   int devices = 1;
   double device_memory = 16;      ///< GiB per device
   bool train = false;             ///< the default: plan training
@@ -46,6 +47,11 @@ struct PlanJobOptions {
 template <class V>
 void fields(PlanJobOptions& o, V& v) {
   v.field("image", o.image, "Image extent W×H or W×H×D (pixels/voxels)");
+  v.field("dataset", o.dataset,
+          "An MSD / nnU-Net dataset folder (dataset.json, imagesTr, labelsTr): print its fingerprint (spacings, shapes, "
+          "foreground intensities, class frequencies) and the training plan derived from it (spacing, patch, pooling, "
+          "batch, filters, norm, schedule, sampling, augmentation), each choice with its reason, sized to --devices and "
+          "--device-memory (0: this machine, half of MemAvailable); --json: as JSON");
   v.field("devices", o.devices, "Number of devices (ranks)");
   v.field("device_memory", o.device_memory, "Memory per device in GiB");
   v.field("train", o.train, "Plan training (default)");

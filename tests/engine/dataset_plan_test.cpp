@@ -1,0 +1,178 @@
+// `tessera plan --dataset` (engine/dataset_plan.hpp): three generated MSD datasets — isotropic,
+// anisotropic (thick slices), and one whose median shape does not fit the memory given — and
+// the chosen spacing, patch and pooling against what nnU-Net's rules give by hand, computed
+// here from the rules and the generated geometry; the fingerprint's class shares and
+// foreground intensities against the voxels written.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.hpp"
+#include "tessera/engine/dataset_plan.hpp"
+#include "tessera/io/volume.hpp"
+
+namespace tessera::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct GeneratedCase {
+  Index extent;                 // (z, y, x)
+  std::vector<double> spacing;  // (z, y, x)
+};
+
+// An MSD v1 folder: each case a box of class 1 (intensity 100) and a smaller box of class 2
+// (200) on background 0; counts what it wrote.
+struct GeneratedDataset {
+  fs::path root;
+  int64_t voxels[3] = {0, 0, 0};
+
+  GeneratedDataset(const std::string& name, const std::vector<GeneratedCase>& cases)
+      : root(fs::temp_directory_path() / ("tessera_plan_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(root);
+    fs::create_directories(root / "imagesTr");
+    fs::create_directories(root / "labelsTr");
+    nlohmann::json training = nlohmann::json::array();
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const std::string id = name + "_" + std::to_string(k) + ".nii.gz";
+      write_case(cases[k], (root / "imagesTr" / id).string(), (root / "labelsTr" / id).string());
+      training.push_back({{"image", "./imagesTr/" + id}, {"label", "./labelsTr/" + id}});
+    }
+    nlohmann::json j = {{"name", name},
+                        {"modality", {{"0", "CT"}}},
+                        {"labels", {{"0", "background"}, {"1", "organ"}, {"2", "lesion"}}},
+                        {"training", training},
+                        {"test", nlohmann::json::array()}};
+    std::ofstream(root / "dataset.json") << j.dump();
+  }
+  ~GeneratedDataset() { fs::remove_all(root); }
+
+  void write_case(const GeneratedCase& c, const std::string& image, const std::string& labels) {
+    const Index& e = c.extent;
+    std::vector<float> im, lab;
+    for (int64_t z = 0; z < e[0]; ++z)
+      for (int64_t y = 0; y < e[1]; ++y)
+        for (int64_t x = 0; x < e[2]; ++x) {
+          const bool organ = z >= e[0] / 4 && z < 3 * e[0] / 4 && y >= e[1] / 4 && y < 3 * e[1] / 4 && x >= e[2] / 4 &&
+                             x < 3 * e[2] / 4;
+          const bool lesion = organ && z < e[0] / 2 && y < e[1] / 2 && x < e[2] / 2;
+          const int cls = lesion ? 2 : organ ? 1 : 0;
+          ++voxels[cls];
+          lab.push_back(float(cls));
+          im.push_back(100.f * float(cls));
+        }
+    Georeference g;
+    g.spacing = {c.spacing[2], c.spacing[1], c.spacing[0]};  // ITK order (x, y, z)
+    g.origin = {0, 0, 0};
+    g.direction = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    io::write_volume(image, e, g, im, /*as_int16=*/false);
+    io::write_volume(labels, e, g, lab, /*as_int16=*/false);
+  }
+};
+
+// nnU-Net's rule for a side: pool while the side halves evenly and stays >= 8 (a bottleneck
+// of 4–8 voxels); a side off that grid is first rounded up to a multiple of
+// 2^floor(log2(side / 4)).
+int64_t side_on_grid(double side) {
+  int64_t step = 1;
+  while (8 * step <= side) step *= 2;
+  return int64_t(std::ceil(side / double(step))) * step;
+}
+int pools_of(int64_t side) {
+  int p = 0;
+  while (side % (int64_t{2} << p) == 0 && side / (int64_t{2} << p) >= 4) ++p;
+  return p;
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+PlanResources memory(int64_t bytes) { return PlanResources{1, bytes, "test"}; }
+
+TEST(DatasetPlan, IsotropicDatasetTrainsItsMedianShapeAtItsMedianSpacing) {
+  const std::vector<GeneratedCase> cases{{{36, 48, 60}, {1.0, 0.8, 0.8}},
+                                         {{40, 50, 64}, {1.2, 0.9, 0.9}},
+                                         {{44, 52, 70}, {1.1, 0.7, 0.7}}};
+  GeneratedDataset d("iso", cases);
+  const DatasetFingerprint f = fingerprint_dataset(d.root.string());
+  ASSERT_EQ(f.cases.size(), 3u);
+  EXPECT_EQ(f.cases[1].extent, (Index{40, 50, 64}));
+  EXPECT_NEAR(f.cases[1].spacing[0], 1.2, 1e-6);
+  const double all = double(d.voxels[0] + d.voxels[1] + d.voxels[2]);
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(f.class_fractions[size_t(k)], double(d.voxels[k]) / all, 1e-12);
+  // Foreground: only 100s and 200s, so the clipped mean is their voxel-weighted mean.
+  EXPECT_NEAR(f.fg_mean, (100.0 * double(d.voxels[1]) + 200.0 * double(d.voxels[2])) / double(d.voxels[1] + d.voxels[2]),
+              1e-3);
+  EXPECT_DOUBLE_EQ(f.fg_low, 100);
+  EXPECT_DOUBLE_EQ(f.fg_high, 200);
+
+  const TrainingPlan p = plan_training(f, memory(int64_t{16} << 30));
+  const std::vector<double> spacing{1.1, 0.8, 0.8};  // the medians; no axis is 3x another
+  for (size_t a = 0; a < 3; ++a) EXPECT_NEAR(p.spacing[a], spacing[a], 1e-6);
+  for (size_t a = 0; a < 3; ++a) {
+    std::vector<double> at_target;
+    for (const GeneratedCase& c : cases) at_target.push_back(double(c.extent[a]) * c.spacing[a] / spacing[a]);
+    const int64_t shape = std::llround(median(at_target));
+    EXPECT_EQ(p.median_shape[a], shape) << a;
+    EXPECT_EQ(p.patch[a], side_on_grid(double(shape))) << a;  // 16 GiB: the whole median shape
+    EXPECT_EQ(p.pooling[size_t(a)], pools_of(p.patch[a])) << a;
+    const int64_t bottleneck = p.patch[a] >> p.pooling[size_t(a)];
+    EXPECT_GE(bottleneck, 4);
+    EXPECT_LT(bottleneck, 8);
+  }
+  EXPECT_EQ(p.levels, 1 + *std::min_element(p.pooling.begin(), p.pooling.end()));
+  EXPECT_GE(p.batch, 2);
+}
+
+TEST(DatasetPlan, ThickSlicesTakeTheTenthPercentileOfTheirSpacing) {
+  std::vector<GeneratedCase> cases;
+  for (double z : {5.0, 4.0, 6.0, 3.0, 5.0}) cases.push_back({{20, 96, 96}, {z, 0.8, 0.8}});
+  GeneratedDataset d("aniso", cases);
+  const TrainingPlan p = plan_training(fingerprint_dataset(d.root.string()), memory(int64_t{16} << 30));
+  // z: 5 mm (median) > 3 × 0.8 mm, and 20 slices × 3 < 96 voxels across: anisotropic. The
+  // 10th percentile of {3, 4, 5, 5, 6}: 3 + 0.4 × (4 − 3) = 3.4 mm (numpy's interpolation).
+  EXPECT_NEAR(p.spacing[0], 3.4, 1e-6);
+  EXPECT_NEAR(p.spacing[1], 0.8, 1e-6);
+  std::vector<double> slices;
+  for (const GeneratedCase& c : cases) slices.push_back(20 * c.spacing[0] / 3.4);
+  const int64_t depth = std::llround(median(slices));  // 100 / 3.4 = 29.4 → 29
+  EXPECT_EQ(p.median_shape, (Index{depth, 96, 96}));
+  EXPECT_EQ(p.patch, (Index{side_on_grid(double(depth)), 96, 96}));  // 29 → 32 on the grid of 4
+  EXPECT_EQ(p.pooling, (std::vector<int>{pools_of(p.patch[0]), pools_of(96), pools_of(96)}));
+}
+
+TEST(DatasetPlan, PatchShrinksAGridStepPerAxisUntilABatchOfTwoFits) {
+  std::vector<GeneratedCase> cases(3, GeneratedCase{{64, 64, 64}, {2.0, 2.0, 2.0}});
+  GeneratedDataset d("small", cases);
+  const DatasetFingerprint f = fingerprint_dataset(d.root.string());
+  // The 64³ median shape (grid step 16) shrinks one axis at a time, the one largest relative
+  // to the shape (ties: the first): 48×64×64, 48×48×64, then 48³. Memory for exactly 48³ at
+  // batch 2 stops it there.
+  const Index cube{48, 48, 48};
+  const int64_t fits = plan_training_bytes(cube, 1 + pools_of(48), 3, 2);
+  EXPECT_GT(plan_training_bytes({48, 48, 64}, 1 + pools_of(48), 3, 2), fits);
+  const TrainingPlan p = plan_training(f, memory(fits));
+  EXPECT_EQ(p.spacing, (std::vector<double>{2.0, 2.0, 2.0}));
+  EXPECT_EQ(p.patch, cube);
+  EXPECT_EQ(p.pooling, (std::vector<int>{3, 3, 3}));  // 48 → 24 → 12 → 6
+  EXPECT_EQ(p.levels, 4);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_LE(p.predicted_bytes, fits);
+  // Far too little memory: refused, naming the flag to raise.
+  try {
+    plan_training(f, memory(1 << 20));
+    ADD_FAILURE() << "1 MiB planned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--device-memory"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tessera::engine
