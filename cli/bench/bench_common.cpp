@@ -4,8 +4,12 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
+
 #include "child_process.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/engine/layout_json.hpp"
+#include "tessera/io/mosaic.hpp"
 #include "tessera/run/run_writer.hpp"
 
 namespace tessera::bench {
@@ -36,6 +40,46 @@ std::string bench_scene(const std::string& work_dir, int64_t n) {
     if (r.exit_code != 0) throw Error(dir.string() + ": scene generation failed");
   }
   return tif.string();
+}
+
+std::string bench_scene(const std::string& work_dir, const Index& extent) {
+  TESSERA_CHECK(extent.size() == 2);
+  if (extent[0] == extent[1]) return bench_scene(work_dir, extent[0]);
+  const std::string square = bench_scene(work_dir, std::min(extent[0], extent[1]));
+  const fs::path dir = fs::path(work_dir) / ("scene-" + std::to_string(extent[1]) + "x" + std::to_string(extent[0]));
+  const fs::path vrt = dir / "scene.vrt";
+  if (!fs::exists(vrt)) {
+    fs::create_directories(dir);
+    io::write_repeating_vrt(vrt.string(), square, extent);
+  }
+  return vrt.string();
+}
+
+std::string bench_ct(const std::string& work_dir, int64_t n) {
+  const fs::path dir = fs::path(work_dir) / ("ct-" + std::to_string(n));
+  const fs::path ct = dir / "ct.nii.gz";
+  if (!fs::exists(ct)) {
+    std::fprintf(stderr, "bench: generating a %lld^3 CT in %s\n", (long long)n, dir.c_str());
+    auto r = cli::run_child({generator(), "--out", dir.string(), "--ct-size", std::to_string(n), "--only", "ct",
+                             "--targets", "0"},
+                            true);
+    if (r.exit_code != 0) throw Error(dir.string() + ": CT generation failed");
+  }
+  return ct.string();
+}
+
+Index parse_extent(const std::string& flag, const std::string& text) {
+  try {
+    return engine::parse_image(text);
+  } catch (const Error&) {
+    throw Error(flag + ": '" + text + "' is not W×H (or W×H×D) with positive integers");
+  }
+}
+
+std::string median_and_spread(const std::vector<double>& v, int decimals) {
+  if (v.empty()) return "-";
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return fmt::format("{:.{}f} ({:.{}f}-{:.{}f})", median_of(v), decimals, *lo, decimals, *hi, decimals);
 }
 
 double median_of(std::vector<double> v) {

@@ -1,11 +1,12 @@
 #pragma once
-// Shared by the `tessera bench …` drivers: the generated scene, the measured side search,
+// Shared by the `tessera bench …` drivers: the generated scenes and CT, the measured side search,
 // medians of step times, and the small formatting helpers of their tables. Torch-free.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "tessera/core/geometry.hpp"
 #include "tessera/core/train_observer.hpp"
 
 namespace tessera::bench {
@@ -20,6 +21,22 @@ std::string default_work_dir();
 /// A deterministic 4-band scene of side n (tessera-make-sample), generated once into
 /// work_dir/scene-n/ and reused; returns the GeoTIFF's path.
 std::string bench_scene(const std::string& work_dir, int64_t n);
+
+/// A 4-band scene of `extent` (rows, columns): bench_scene's square one when the sides are
+/// equal, else a VRT (io/mosaic.hpp, write_repeating_vrt) repeating the square scene of the
+/// shorter side down or across, written once into work_dir/scene-<W>x<H>/. Its path.
+std::string bench_scene(const std::string& work_dir, const Index& extent);
+
+/// A synthetic CT of n³ voxels (tessera-make-sample --ct-size n), generated once into
+/// work_dir/ct-n/; returns the volume's path.
+std::string bench_ct(const std::string& work_dir, int64_t n);
+
+/// "W×H" (or W×H×D) into an Index (rows first), as `tessera plan --image` takes it; the error
+/// names `flag`.
+Index parse_extent(const std::string& flag, const std::string& text);
+
+/// The median of `v` and its spread: "2.31 (2.20–2.50)" with `decimals`.
+std::string median_and_spread(const std::vector<double>& v, int decimals);
 
 /// The largest j in [0, j_max] with fits(j), for a `fits` that holds up to some j and fails
 /// beyond (a memory cap against a growing side), measured with few probes: from the

@@ -57,6 +57,26 @@ void InferenceOptions::validate(const UNetOptions& model) const {
                 std::to_string(std::max<int64_t>(a, (tile / a) * a)));
   if (batch < 1) throw Error("--batch " + std::to_string(batch) + ": must be >= 1");
   if (strip < 0) throw Error("strip " + std::to_string(strip) + ": must be >= 0 (0: tiles)");
+  if (band < 0 || band % a != 0)
+    throw Error("band " + std::to_string(band) + ": must be 0 (the whole image) or a positive multiple of " +
+                std::to_string(a) + " rows for this model");
+}
+
+std::vector<Box> work_insets(const UNetOptions& model, const Index& extent, const InferenceOptions& options) {
+  std::vector<Box> insets;
+  if (options.strip == 0) {
+    const TileGrid grid = make_tile_grid(model, extent, options.tile);
+    for (int64_t i = 0; i < grid.size(); ++i) insets.push_back(grid.tile(i).inset);
+    return insets;
+  }
+  const int64_t rows = options.band > 0 ? options.band : extent[0];
+  for (int64_t first = 0; first < extent[0]; first += rows) {
+    Box b{Index(extent.size(), 0), extent};
+    b.origin[0] = first;
+    b.size[0] = std::min(rows, extent[0] - first);
+    insets.push_back(b);
+  }
+  return insets;
 }
 
 TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile) {
@@ -76,10 +96,7 @@ InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normal
     TESSERA_CHECK(!queue);
     return for_each_window(net, source, norm, options, fn);
   }
-  if (options.strip > 0) {
-    TESSERA_CHECK(!queue);
-    return for_each_strip(net, source, norm, options, fn);
-  }
+  if (options.strip > 0) return for_each_strip(net, source, norm, options, fn, queue);
   const UNetOptions& model = net->options();
   options.validate(model);
   check_bands(source, model);

@@ -31,9 +31,6 @@ void validate_model(const InferOptions& o) {
   if (o.mode != "stream") return;
   if (parse_tile_option(o.tile) > 0) throw Error("--tile " + o.tile + ": only with --mode tile or auto (a stream has no tiles)");
   if (o.sp > 1) throw Error("--mode stream: not with --sp (it splits tiles across ranks); use --mode tile");
-  if (!o.run_dir.empty())
-    throw Error("--mode stream: not with --run-dir " + o.run_dir + " (its ranks take tiles; bands of a streamed image "
-                "are not implemented); use --mode tile");
 }
 
 // --window and --tta: gaussian windows are one process's whole image, their own geometry.

@@ -9,6 +9,7 @@
 #include <cpl_vsi.h>
 #include <gdal.h>
 #include <gdal_utils.h>
+#include <gdal_vrt.h>
 
 #include "gdal_args.hpp"
 #include "gdal_error.hpp"
@@ -54,6 +55,40 @@ void build_mosaic_vrt(const std::string& vrt_path, const std::vector<std::string
   GDALClose(vrt);  // writes the VRT file
   if (CPLGetLastErrorType() >= CE_Failure)
     throw Error(vrt_path + ": cannot write the tile mosaic: " + detail::gdal_error());
+}
+
+void write_repeating_vrt(const std::string& vrt_path, const std::string& source, const Index& extent) {
+  ensure_gdal();
+  TESSERA_CHECK(extent.size() == 2 && extent[0] > 0 && extent[1] > 0);
+  GDALDatasetH src = GDALOpen(source.c_str(), GA_ReadOnly);
+  if (!src) throw Error(source + ": " + detail::gdal_error("cannot open"));
+  const int64_t rows = GDALGetRasterYSize(src), cols = GDALGetRasterXSize(src);
+  GDALDatasetH vrt = GDALCreate(GDALGetDriverByName("VRT"), vrt_path.c_str(), int(extent[1]), int(extent[0]), 0,
+                                GDT_Unknown, nullptr);
+  if (!vrt) {
+    GDALClose(src);
+    throw Error(vrt_path + ": " + detail::gdal_error("cannot create a VRT"));
+  }
+  double gt[6];
+  if (GDALGetGeoTransform(src, gt) == CE_None) GDALSetGeoTransform(vrt, gt);
+  GDALSetProjection(vrt, GDALGetProjectionRef(src));
+  for (int b = 1; b <= GDALGetRasterCount(src); ++b) {
+    GDALRasterBandH in = GDALGetRasterBand(src, b);
+    GDALAddBand(vrt, GDALGetRasterDataType(in), nullptr);
+    auto out = static_cast<VRTSourcedRasterBandH>(GDALGetRasterBand(vrt, b));
+    int has_nodata = 0;
+    const double nodata = GDALGetRasterNoDataValue(in, &has_nodata);
+    if (has_nodata) GDALSetRasterNoDataValue(out, nodata);
+    for (int64_t y = 0; y < extent[0]; y += rows)
+      for (int64_t x = 0; x < extent[1]; x += cols) {
+        const int h = int(std::min(rows, extent[0] - y)), w = int(std::min(cols, extent[1] - x));
+        VRTAddSimpleSource(out, in, 0, 0, w, h, int(x), int(y), w, h, "near", VRT_NODATA_UNSET);
+      }
+  }
+  CPLErrorReset();
+  GDALClose(vrt);  // writes the VRT file
+  GDALClose(src);
+  if (CPLGetLastErrorType() >= CE_Failure) throw Error(vrt_path + ": " + detail::gdal_error("cannot write the VRT"));
 }
 
 std::string memory_mosaic_path() {

@@ -31,8 +31,18 @@ TEST(BenchInferOptions, DefaultsAreValid) {
   o.small_tile = "big";
   expect_refused(o, "--small-tile 'big'");
   o = BenchInferOptions();
-  o.memory_sizes = {2048, 0};
-  expect_refused(o, "--memory-sizes");
+  o.memory_scenes = {"2048x2048", "2048x0"};
+  expect_refused(o, "--memory-scenes: '2048x0'");
+  o = BenchInferOptions();
+  o.memory_scenes = {"64x64x64"};
+  expect_refused(o, "--memory-scenes: '64x64x64' is not a 2-D scene");
+  o = BenchInferOptions();
+  o.runs = 0;
+  expect_refused(o, "--runs");
+  o = BenchInferOptions();
+  o.volume = 96;
+  o.volume_model = "unet-tiny";
+  expect_refused(o, "--volume-model unet-tiny");
 }
 
 TEST(BenchInferOptions, EveryFlagSetsItsField) { EXPECT_EQ(every_flag_sets_its_field<BenchInferOptions>(), ""); }

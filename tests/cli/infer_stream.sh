@@ -93,7 +93,7 @@ refuse() {  # WHAT WORD ARGS...
   fi
 }
 refuse "--mode stream --tile 64" "--tile 64" --mode stream --tile 64
-refuse "--mode stream --run-dir" "--run-dir" --mode stream --run-dir run
+refuse "--mode stream --sp 2" "--sp" --mode stream --sp 2
 refuse "--mode stream, same padding" "padding is same" --mode stream --padding same
 refuse "--mode stream, group norm" "statistics" --mode stream --norm group
 refuse "--mode sideways" "--mode" --mode sideways

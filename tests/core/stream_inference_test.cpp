@@ -176,6 +176,65 @@ TEST(StreamedInference, LogitsAndLabelsEqualTheWholeImageForwardAndTheTiles) {
   torch::set_num_threads(1);
 }
 
+// Sample-parallel ranks take bands of rows and stream each from ε rows above it: taken in
+// any order (as ranks take them), their rows equal one pass over the whole image.
+void expect_bands_equal_the_whole_image(const UNetOptions& o, const Index& extent, int64_t band, int64_t strip) {
+  torch::manual_seed(20);
+  UNet net(o);
+  MemoryImage image(extent, o.in_channels, pattern);
+  const auto norm = identity_normalization(o.in_channels);
+  const torch::Tensor whole = infer_logits(net, image, norm, InferenceOptions().with_strip(strip).with_progress(false));
+  const auto options = InferenceOptions().with_strip(strip).with_band(band).with_progress(false);
+  const std::vector<Box> bands = work_insets(o, extent, options);
+  ASSERT_GE(bands.size(), 3u);
+  std::vector<int64_t> order;  // the last band first, then every other one
+  order.push_back(int64_t(bands.size()) - 1);
+  for (int64_t i = 0; i + 1 < int64_t(bands.size()); i += 2) order.push_back(i);
+  for (int64_t i = 1; i + 1 < int64_t(bands.size()); i += 2) order.push_back(i);
+  size_t next = 0;
+  torch::Tensor got = torch::full_like(whole, std::numeric_limits<float>::quiet_NaN());
+  std::vector<int64_t> rows(bands.size(), 0);
+  const InferenceReport r = for_each_tile(
+      net, image, norm, options,
+      [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor&) {
+        ASSERT_TRUE(bands[size_t(t.index)].contains(t.inset));
+        rows[size_t(t.index)] += t.inset.size[0];
+        got.narrow(1, t.inset.origin[0], t.inset.size[0]).copy_(logits);
+      },
+      [&] { return next < order.size() ? order[next++] : int64_t{-1}; });
+  for (size_t i = 0; i < bands.size(); ++i) EXPECT_EQ(rows[i], bands[i].size[0]) << "band " << i;
+  ASSERT_FALSE(torch::isnan(got).any().item<bool>()) << "a row was never written";
+  EXPECT_LE(relative_error(got, whole), kRelative);
+  EXPECT_LE((torch::softmax(got, 0) - torch::softmax(whole, 0)).abs().max().item<double>(), kRelative);
+  EXPECT_TRUE(got.argmax(0).equal(whole.argmax(0)));
+  // Each band re-reads and recomputes its halo once: more than one pass, at most the bound.
+  EXPECT_GT(r.recompute, 1.0);
+  EXPECT_LE(r.recompute, band_recompute(o, extent, band) + 1e-9);
+}
+
+TEST(StreamedInference, BandsTakenInAnyOrderEqualTheWholeImage) {
+  const UNetOptions tiny = unet_preset("unet-tiny").with_base_filters(4).with_classes(3);
+  const int64_t a = unet_alignment(tiny);
+  expect_bands_equal_the_whole_image(tiny, {8 * a + 3, 29}, 2 * a, 16);  // odd, the last band short
+  expect_bands_equal_the_whole_image(UNetOptions(tiny).with_norm(Norm::kBatch), {5 * a, 19}, a, 5);
+  const UNetOptions vol = unet_preset("unet3d-tiny").with_base_filters(2).with_in_channels(1).with_classes(2);
+  expect_bands_equal_the_whole_image(vol, {4 * unet_alignment(vol) + 1, 9, 7}, unet_alignment(vol), 3);
+}
+
+TEST(StreamedInference, BandRowsSplitTheImageOnThePoolingGrid) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  const int64_t a = unet_alignment(o);
+  EXPECT_EQ(band_rows(o, {333, 200}, 1), 0);
+  for (int ranks : {2, 3, 5}) {
+    const int64_t band = band_rows(o, {333, 200}, ranks);
+    EXPECT_EQ(band % a, 0);
+    EXPECT_GE(band * ranks, 333);
+    EXPECT_LT((band - a) * ranks, 333) << "the smallest aligned band that leaves no rank more than one";
+    EXPECT_LE(work_insets(o, {333, 200}, InferenceOptions().with_strip(a).with_band(band)).size(), size_t(ranks));
+  }
+  EXPECT_THROW(InferenceOptions().with_strip(a).with_band(a + 1).validate(o), Error);
+}
+
 TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
   torch::manual_seed(19);
   UNet net(unet_preset("unet-tiny").with_base_filters(4));

@@ -454,6 +454,22 @@ TEST(Mosaic, InMemoryMosaicOfSomeTilesIsNodataWhereTilesAreMissing) {
   fs::remove_all(dir);
 }
 
+TEST(Mosaic, RepeatingVrtTilesTheSourceDownAndAcrossCroppedToTheExtent) {
+  const auto dir = temp_dir("repeat");
+  const TiledLabels t = write_tiles(dir);  // the first tile: 16 × 16 labels
+  const std::string vrt = (dir / "tall.vrt").string();
+  write_repeating_vrt(vrt, t.tiles[0], {40, 21});
+  RasterReader m(vrt);
+  EXPECT_EQ(m.info().extent, (Index{40, 21}));
+  const Block<float> b = m.read(Box{{0, 0}, {40, 21}});
+  for (int64_t y = 0; y < 40; ++y)
+    for (int64_t x = 0; x < 21; ++x)
+      ASSERT_EQ(b.data[size_t(y * 21 + x)], float(t.labels.data[size_t((y % 16) * 56 + x % 16)])) << y << "," << x;
+  EXPECT_NE(message_of([&] { write_repeating_vrt(vrt, (dir / "absent.tif").string(), {4, 4}); }).find("absent.tif"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(Mosaic, RotatedGridIsAClearError) {
   ImageInfo like;
   like.path = "rotated.tif";

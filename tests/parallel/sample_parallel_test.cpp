@@ -150,5 +150,48 @@ TEST(SampleParallel, VolumeTilesArePastedIntoTheSameVolume) {
   w.barrier();
 }
 
+// Streamed, the ranks take bands of rows (band_rows) and stream each: the mosaic equals one
+// process streaming the whole image, and a lost band is recomputed alone.
+TEST(SampleParallel, StreamedBandsMosaicIdenticalToOneProcessStreaming) {
+  Communicator& w = world();
+  const std::string dir = shared_dir("bands");
+  const std::string scene = dir + "/scene.tif", single = dir + "/single.tif", mosaic = dir + "/mosaic.tif";
+  if (w.rank() == 0) write_scene(scene, 141, 97);
+  w.barrier();
+  auto image = io::open_image(scene);
+  const Normalization norm = io::default_normalization(*image);
+  UNet net = random_net(2, 3);
+  const auto stream = InferenceOptions().with_strip(16).with_progress(false);
+  if (w.rank() == 0) {
+    auto sink = io::create_label_sink(single, image->info());
+    infer_labels(net, *image, norm, *sink, stream);
+    sink->commit();
+  }
+  SampleParallelOptions sp;
+  sp.run_dir = dir + "/run";
+  sp.inference = stream;
+  sp.inference.with_band(band_rows(net->options(), image->info().extent, w.size()));
+  const auto r = infer_sample_parallel(net, *image, norm, mosaic, w, sp);
+  EXPECT_EQ(r.tiles, w.size());
+  torch::Tensor here = torch::tensor({r.tiles_here});
+  w.allreduce(here, ReduceOp::kSum);
+  EXPECT_EQ(here.item<int64_t>(), r.tiles);  // every band streamed exactly once
+  torch::Tensor recompute = torch::tensor({r.recompute}, torch::kDouble);
+  w.allreduce(recompute, ReduceOp::kSum);
+  EXPECT_GT(recompute.item<double>(), 1.0);  // each band's halo once
+  EXPECT_LE(recompute.item<double>(), band_recompute(net->options(), image->info().extent, sp.inference.band) + 1e-9);
+  if (w.rank() == 0) {
+    EXPECT_EQ(pixels(mosaic), pixels(single));
+    fs::remove(fs::path(r.tiles_dir) / "tile-0000001.tif");
+    fs::remove(mosaic);
+  }
+  w.barrier();
+  const auto again = infer_sample_parallel(net, *image, norm, mosaic, w, sp);
+  EXPECT_EQ(again.tiles_skipped, again.tiles - 1);
+  if (w.rank() == 0) EXPECT_EQ(pixels(mosaic), pixels(single));
+  w.barrier();
+  if (w.rank() == 0) fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tessera::parallel

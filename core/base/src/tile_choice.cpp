@@ -198,6 +198,22 @@ double tile_recompute(const UNetOptions& model, const Index& extent, int64_t til
          box_layer_sequence(model, unet_whole_input(model, extent)).flops();
 }
 
+int64_t band_rows(const UNetOptions& model, const Index& extent, int ranks) {
+  if (ranks <= 1) return 0;
+  return round_up((extent[0] + ranks - 1) / ranks, unet_alignment(model));
+}
+
+double band_recompute(const UNetOptions& model, const Index& extent, int64_t band) {
+  if (band <= 0 || band >= extent[0]) return 1;
+  double flops = 0;
+  for (int64_t first = 0; first < extent[0]; first += band) {
+    Index rows = extent;
+    rows[0] = std::min(band, extent[0] - first);
+    flops += box_layer_sequence(model, unet_whole_input(model, rows)).flops();
+  }
+  return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
+}
+
 std::string StripChoice::summary() const {
   return "strips of " + std::to_string(strip) + " rows (" + reason + ")";
 }

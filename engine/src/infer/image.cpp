@@ -85,10 +85,12 @@ void use_precision(const InferOptions& o, UNet& net, const std::string& input, c
   options.with_forward([](UNet& n, const torch::Tensor& x) { return n->forward(x.to(torch::kBFloat16)).to(torch::kFloat); });
 }
 
-// The tiles spread over the group's ranks and kept in RUN/tiles/; rank 0 assembles them.
+// The tiles, or the streamed bands, spread over the group's ranks and kept in RUN/tiles/;
+// rank 0 assembles them.
 void label_sample_parallel(const InferOptions& o, UNet& net, const ImageSource& image, const Normalization& norm,
-                           const InferredImage& inferred, const std::string& labels, bool warp, const TileChoice& tile,
-                           const InferenceOptions& options, parallel::Communicator& group, int threads) {
+                           const InferredImage& inferred, const std::string& labels, bool warp, const ImageRun& run,
+                           const std::string& tile, const InferenceOptions& options, parallel::Communicator& group,
+                           int threads) {
   const bool root = group.rank() == 0;
   parallel::SampleParallelOptions sp;
   sp.run_dir = o.run_dir;
@@ -107,12 +109,17 @@ void label_sample_parallel(const InferOptions& o, UNet& net, const ImageSource& 
   if (root && image.info().extent.size() == 2 && !warp) io::restyle_label_raster(labels, inferred.style);
   monitor.set_phase("done");
   torch::Tensor per_rank = group.allgather(torch::tensor({r.tiles_here}));
+  torch::Tensor recompute = torch::tensor({r.recompute}, torch::kDouble);
+  group.allreduce(recompute, parallel::ReduceOp::kSum);
   if (!root) return;
   std::string spread;
   for (int k = 0; k < group.size(); ++k) spread += (k ? " " : "") + std::to_string(per_rank[k].item<int64_t>());
-  std::printf("%s -> %s: %lld tiles (%lld kept from an earlier run; per rank: %s), %s, %.2f s, %d ranks x %d threads\n",
-              inferred.input.c_str(), inferred.output.c_str(), (long long)r.tiles, (long long)r.tiles_skipped,
-              spread.c_str(), tile.summary().c_str(), r.seconds, group.size(), threads);
+  const std::string how = run.strip ? run.why + ", " + run.strip->summary() : tile + (run.why.empty() ? "" : ", " + run.why);
+  // What this run computed ran its share of the whole image's FLOPs: nothing when all was kept.
+  const std::string work = r.tiles_skipped < r.tiles ? fmt::format(", recompute {:.2f}x", recompute.item<double>()) : "";
+  std::printf("%s -> %s: %lld %s (%lld kept from an earlier run; per rank: %s), %s, %.2f s%s, %d ranks x %d threads\n",
+              inferred.input.c_str(), inferred.output.c_str(), (long long)r.tiles, run.strip ? "bands" : "tiles",
+              (long long)r.tiles_skipped, spread.c_str(), how.c_str(), r.seconds, work.c_str(), group.size(), threads);
 }
 
 void print_summary(const InferredImage& image, const InferenceReport& r, const TileChoice& tile, const ImageRun& run,
@@ -163,7 +170,7 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   const bool show_progress = o.progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
   const ImageRun run = choose_image_run(o, net->options(), model.loaded.meta.training_window, extent, tile, group);
   auto options = InferenceOptions().with_tile(tile.tile).with_batch(o.batch).with_progress(show_progress);
-  if (run.strip) options.with_strip(run.strip->strip);
+  if (run.strip) options.with_strip(run.strip->strip).with_band(run.band);
   if (run.sliding) options.with_sliding(*run.sliding);
   use_precision(o, net, job.input, extent, mesh.has_value(), options);
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile
@@ -176,7 +183,8 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
     options.with_forward(spatial_forward(*decomposition));
   }
   if (!o.run_dir.empty()) {
-    label_sample_parallel(o, net, image, network.norm, inferred, written.source_grid, warp, tile, options, group, threads);
+    label_sample_parallel(o, net, image, network.norm, inferred, written.source_grid, warp, run, tile.summary(), options,
+                          group, threads);
   } else {
     const InferenceReport r =
         write_labels(o, net, image, *opened.opened, network.norm, written.source_grid, staged(o.probabilities), options,

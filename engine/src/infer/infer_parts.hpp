@@ -98,6 +98,7 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
 struct ImageRun {
   std::optional<SlidingWindowOptions> sliding;  ///< set: Gaussian-blended windows of the training size
   std::optional<StripChoice> strip;  ///< set: streamed, in strips of strip->strip rows
+  int64_t band = 0;                  ///< streamed under --run-dir: rows per rank's band (band_rows); 0: one band
   double tile_recompute = 1;         ///< FLOPs the chosen tiles would run / one pass over the image
   std::string why;                   ///< "stream (auto: …)" or, when auto chose tiles, "tiles (auto: …)"
   std::string window_why;            ///< --window's choice and why ("gaussian windows 32×32 (auto: …)")
@@ -105,9 +106,10 @@ struct ImageRun {
 /// --window first (sliding_window.hpp's choose_window, with the checkpoint's `training_window`):
 /// gaussian windows, or else --mode tile: tiles; stream: strips (a model that does not stream
 /// is refused, naming why);
-/// auto: strips where the model streams, the image is one piece of work (no --sp, no
-/// --run-dir, no --tile N given) and `tile` would recompute (more than one tile) or, as the
-/// whole image in one tile, hold more than twice the stream's predicted memory; else tiles.
+/// auto: strips where the model streams, no --sp or --tile N is given and `tile` would
+/// recompute (more than one tile) or, as the whole image in one tile, hold more than twice the
+/// stream's predicted memory; else tiles. Under --run-dir the group's ranks take bands of rows
+/// (band_rows) and stream each.
 ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& training_window,
                           const Index& extent, const TileChoice& tile, parallel::Communicator& group);
 

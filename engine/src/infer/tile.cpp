@@ -49,7 +49,6 @@ constexpr double kStreamMemoryAdvantage = 2.0;
 std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
   if (auto why = stream_refusal(model)) return *why;
   if (o.sp > 1) return "--sp splits tiles across ranks";
-  if (!o.run_dir.empty()) return "--run-dir spreads tiles over ranks";
   if (parse_tile_option(o.tile) > 0) return "--tile " + o.tile + " given";
   return "";
 }
@@ -85,7 +84,11 @@ ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const
   else if (one_tile_holds_more)
     why = fmt::format("the whole image as one tile would hold {}, the stream {}", format_bytes(tile.predicted_bytes),
                       format_bytes(strip.predicted_bytes));
-  if (o.mode == "auto" && why.empty()) {
+  if (!o.run_dir.empty()) run.band = band_rows(model, extent, group.size());
+  if (run.band > 0)
+    why += fmt::format("{}bands of {} rows over {} ranks recompute {:.2f}x", why.empty() ? "" : ", ", run.band,
+                       group.size(), band_recompute(model, extent, run.band));
+  if (o.mode == "auto" && tiles == 1 && !one_tile_holds_more) {
     run.why = "tiles (auto: the whole image is one tile)";
     return run;
   }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -34,6 +35,9 @@ struct InferenceOptions {
   /// Set: overlapping windows of the training size blended with Gaussian weights
   /// (sliding_window.hpp, for_each_window), no tiles; `tile` and `strip` are unused.
   std::optional<SlidingWindowOptions> sliding;
+  int64_t band = 0;       ///< streamed: output rows per band, a multiple of 2^(L-1); each band streams on its
+                          ///< own from ε rows above it (re-reading its halo once, exchanging nothing), so
+                          ///< sample-parallel ranks can take bands; 0: the whole image is one band
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
   ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
@@ -42,6 +46,7 @@ struct InferenceOptions {
   InferenceOptions& with_batch(int v) { batch = v; return *this; }
   InferenceOptions& with_strip(int64_t v) { strip = v; return *this; }
   InferenceOptions& with_sliding(SlidingWindowOptions v) { sliding = std::move(v); return *this; }
+  InferenceOptions& with_band(int64_t v) { band = v; return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
   InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 
@@ -68,6 +73,12 @@ void check_bands(const ImageSource& source, const UNetOptions& model);
 /// The tile grid a model uses for an image extent and inset side.
 TileGrid make_tile_grid(const UNetOptions& model, const Index& extent, int64_t tile);
 
+/// The insets of the pieces of work for_each_tile hands out by index (a TileQueue's values):
+/// the tile grid's (make_tile_grid), or with options.strip > 0 the bands: rows
+/// [k·band, (k + 1)·band) across the whole image, the last one shorter (one band when
+/// options.band is 0).
+std::vector<Box> work_insets(const UNetOptions& model, const Index& extent, const InferenceOptions& options);
+
 /// Calls `fn(tile, logits, valid)` for every tile, logits (classes, inset...) float and
 /// valid (inset...) bool, both on the network's device (windows are read on the host and
 /// moved there). The network runs in inference mode.
@@ -76,19 +87,22 @@ using TileCallback = std::function<void(const Tile&, const torch::Tensor&, const
 /// work. Always called on the thread that called for_each_tile (so it may talk to MPI);
 /// sample-parallel inference hands out tiles through it. Empty: every tile, in order.
 using TileQueue = std::function<int64_t()>;
-/// `report.tiles` counts the tiles this call ran. With options.strip > 0 it is for_each_strip,
-/// with options.sliding for_each_window (no queue: either image is one piece of work).
+/// `report.tiles` counts the tiles this call ran. With options.strip > 0 it is for_each_strip
+/// (the queue hands out bands), with options.sliding for_each_window (no queue: one piece of work).
 InferenceReport for_each_tile(UNet& net, const ImageSource& source, const Normalization& norm,
                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue = {});
 
-/// The streamed loop: strips of options.strip input rows of the whole padded image
-/// (unet_whole_input, read from −ε with reflection) through one StreamExecutor; `fn` gets the
-/// image rows finished by each strip as a Tile whose output and inset are those rows across
-/// the image and whose input is the strip's window (strips whose rows finish nothing call
-/// nothing). `report.tiles` counts strips. The network runs in inference mode, channels-last,
-/// in its parameters' dtype (bf16 weights: bf16 activations, fp32 logits).
+/// The streamed loop, band by band (work_insets; `queue` hands out band indices, empty: every
+/// band in order): strips of options.strip input rows of the band's padded input
+/// (unet_whole_input of the band, read from ε rows above it with reflection) through one
+/// StreamExecutor per band; `fn` gets the band's rows finished by each strip as a Tile whose
+/// index is the band's, whose output and inset are those rows across the image and whose
+/// input is the strip's window (strips whose rows finish nothing call nothing). Bands start
+/// on the pooling grid, so their rows equal one pass over the whole image. `report.tiles`
+/// counts strips. The network runs in inference mode, channels-last, in its parameters' dtype
+/// (bf16 weights: bf16 activations, fp32 logits).
 InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Normalization& norm,
-                               const InferenceOptions& options, const TileCallback& fn);
+                               const InferenceOptions& options, const TileCallback& fn, const TileQueue& queue = {});
 
 /// The sliding-window loop (options.sliding): windows of the training input sides at
 /// window_starts() per axis, in rows of windows along the first axis; each window's logits

@@ -84,6 +84,16 @@ TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, co
 /// recompute of a tiled run). 1 for `same` networks, whose tiles crop a halo instead.
 double tile_recompute(const UNetOptions& model, const Index& extent, int64_t tile);
 
+/// Output rows per band when `ranks` sample-parallel ranks share one streamed image
+/// (InferenceOptions::band): its rows split evenly, rounded up to the alignment 2^(L-1) so
+/// every band starts on the pooling grid; 0 (the whole image, one band) for one rank.
+int64_t band_rows(const UNetOptions& model, const Index& extent, int ranks);
+
+/// FLOPs of one pass over each band of `band` rows (its own padded input) / FLOPs of one pass
+/// over the whole padded image: what the bands' halos recompute (a bound: a band's stream
+/// stops at its last row). 1 for `band` 0.
+double band_recompute(const UNetOptions& model, const Index& extent, int64_t band);
+
 /// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
 /// not tiles: the tallest strip (a multiple of the alignment 2^(L-1)) of at most
 /// kStreamStripPixels input pixels (rows × the padded width across) whose predicted footprint

@@ -1,8 +1,10 @@
 #pragma once
-// Sample-parallel inference: the tiles of one image spread over the ranks of a group.
-// Tiles are independent (their halos make them exact), so there is no communication in the
-// forward pass. Rank 0 lists the tiles still to do (a tile already in RUN/tiles/ that opens,
-// decodes and sits where it should is kept; anything else is recomputed); ranks then take
+// Sample-parallel inference: the tiles of one image spread over the ranks of a group, or,
+// streamed (InferenceOptions::strip > 0), its bands of rows (InferenceOptions::band), each
+// streamed by the rank that took it. Tiles and bands are independent (their halos make them
+// exact), so there is no communication in the forward pass; "tile" below means either.
+// Rank 0 lists the tiles still to do (a tile already in RUN/tiles/ that opens, decodes and
+// sits where it should is kept; anything else is recomputed); ranks then take
 // tiles one by one from a shared counter, so a rank that finishes early takes more; each
 // writes its finished insets to RUN/tiles/<output name>/ atomically; rank 0 assembles the
 // mosaic (GDAL VRT → GeoTIFF, or an ITK paste for volumes) and renames it into place.
@@ -31,6 +33,9 @@ struct SampleParallelReport {
   int64_t tiles = 0;           ///< tiles in the grid
   int64_t tiles_skipped = 0;   ///< found finished from an earlier run
   int64_t tiles_here = 0;      ///< computed by this rank
+  /// This rank's FLOPs / those of one forward pass over the whole padded image (summed over
+  /// the ranks: what the tiles or the bands recompute, InferenceReport::recompute).
+  double recompute = 0;
   double seconds = 0;          ///< whole call, assembly included
   std::string tiles_dir;
 };
