@@ -115,17 +115,20 @@ Run one_process(const Case& c, int64_t global_batch) {
   return r;
 }
 
-// The trainer's seam on the grid: each replica its slice of every global batch.
-Run composed(const Case& c, ProcessGrid& grid) {
+// The trainer's seam on the grid: each replica its slice of every global batch; the stages'
+// tiles split by `mesh` when the grid has a spatial axis.
+Run composed(const Case& c, ProcessGrid& grid, const SpatialMesh& mesh) {
   const UNetOptions o = small_unet(c.norm);
   torch::manual_seed(11);
   UNet net(o);
-  PipelineTrainHooks hooks(grid.pipeline(), grid.data(), grid.spatial(), SpatialMesh::along_first_axis(grid.shape().spatial, 2),
-                           PipelineHookOptions()
-                               .with_micro_batches(2)
-                               .with_schedule(c.schedule)
-                               .with_checkpoint(c.checkpoint)
-                               .with_keep_output(true));
+  const auto options = PipelineHookOptions()
+                           .with_micro_batches(2)
+                           .with_schedule(c.schedule)
+                           .with_checkpoint(c.checkpoint)
+                           .with_keep_output(true);
+  PipelineTrainHooks hooks = grid.shape().spatial > 1
+                                 ? PipelineTrainHooks(grid.pipeline(), grid.data(), grid.spatial(), mesh, options)
+                                 : PipelineTrainHooks(grid.pipeline(), grid.data(), options);
   hooks.on_start(net);
   auto opt = make_optimizer(net->parameters(), optimizer_options(c));
   Run r;
@@ -141,8 +144,9 @@ Run composed(const Case& c, ProcessGrid& grid) {
     r.losses.push_back(done ? done->loss : -1.0);
   }
   if (grid.pipeline_stage() == grid.shape().pipeline - 1)  // the last stage's blocks, gathered over its spatial group
-    r.last_logits = hooks.decomposition()->gather(hooks.last_output().contiguous(), {kSide, kSide}, 2,
-                                                  unet_alignment(o));
+    r.last_logits = hooks.decomposition() ? hooks.decomposition()->gather(hooks.last_output().contiguous(),
+                                                                          {kSide, kSide}, 2, unet_alignment(o))
+                                          : hooks.last_output();
   r.after = parameters(net);
   return r;
 }
@@ -160,11 +164,12 @@ bool inert(const std::string& name, Norm norm) {
   return norm != Norm::kNone && std::regex_match(name, conv_bias);
 }
 
-void expect_same_as_one_process(const Case& c) {
-  ProcessGrid grid(world(), GridShape().with_pipeline(2).with_spatial(2));
-  const std::string what = c.describe(grid);
+// On the world as (world / (2 · spatial)) × pipeline 2 × `spatial` (the mesh's blocks).
+void expect_same_as_one_process(const Case& c, const SpatialMesh& mesh = SpatialMesh::along_first_axis(2, 2)) {
+  ProcessGrid grid(world(), GridShape().with_pipeline(2).with_spatial(mesh.size()));
+  const std::string what = c.describe(grid) + " (mesh " + mesh.describe() + ")";
   const Run ref = one_process(c, kLocalBatch * grid.shape().data);
-  const Run got = composed(c, grid);
+  const Run got = composed(c, grid, mesh);
   ASSERT_EQ(got.losses.size(), ref.losses.size());
   for (size_t s = 0; s < ref.losses.size(); ++s)
     EXPECT_LE(std::abs(got.losses[s] - ref.losses[s]), 1e-5 * std::abs(ref.losses[s]))
@@ -206,6 +211,21 @@ TEST(Compose, PipelineTimesSpatialSgdEqualsOneProcess) {
 TEST(Compose, PipelineTimesSpatialAdamEqualsOneProcess) {
   expect_same_as_one_process({OptimizerKind::kAdam, Norm::kNone, PipelineScheduleKind::kOneFOneB, ActivationCheckpoint::kExceptLast});
   expect_same_as_one_process({OptimizerKind::kAdam, Norm::kNone, PipelineScheduleKind::kGPipe, ActivationCheckpoint::kAlways});
+}
+
+// The pipeline alone (dp × pp 2), through the same seam: 3 steps, both schedules.
+TEST(Compose, PipelineAloneEqualsOneProcessOverThreeSteps) {
+  const SpatialMesh whole = SpatialMesh::along_first_axis(1, 2);
+  expect_same_as_one_process({OptimizerKind::kSgd, Norm::kGroup, PipelineScheduleKind::kGPipe, ActivationCheckpoint::kNever}, whole);
+  expect_same_as_one_process({OptimizerKind::kAdam, Norm::kNone, PipelineScheduleKind::kOneFOneB, ActivationCheckpoint::kAlways}, whole);
+}
+
+// Stages on a 2 × 2 mesh of blocks (8 ranks: pp 2 × sp 4).
+TEST(Compose, PipelineTimesSpatialMeshEqualsOneProcess) {
+  if (world().size() != 8) GTEST_SKIP() << "8 ranks";
+  const SpatialMesh mesh{std::vector<int>{2, 2}};
+  expect_same_as_one_process({OptimizerKind::kSgd, Norm::kGroup, PipelineScheduleKind::kOneFOneB, ActivationCheckpoint::kAlways}, mesh);
+  expect_same_as_one_process({OptimizerKind::kAdam, Norm::kNone, PipelineScheduleKind::kGPipe, ActivationCheckpoint::kNever}, mesh);
 }
 
 }  // namespace
