@@ -33,13 +33,13 @@ int skip_consumed_at(const LayerSequence& seq, int i) {
   return -1;
 }
 
-// Centre crop of x's spatial axes to `sides` (indexed like x.sizes(); the first two ignored).
-torch::Tensor crop_spatial(const torch::Tensor& x, c10::IntArrayRef sides) {
+// Centre crop of x's spatial axes to `sides` less `margin` (indexed like x.sizes(); the first two ignored).
+torch::Tensor crop_spatial(const torch::Tensor& x, c10::IntArrayRef sides, int64_t margin = 0) {
   torch::Tensor y = x;
   for (int64_t d = 2; d < x.dim(); ++d) {
-    const int64_t diff = x.size(d) - sides[d];
+    const int64_t diff = x.size(d) - (sides[d] - margin);
     TESSERA_CHECK(diff >= 0 && diff % 2 == 0);
-    if (diff > 0) y = y.narrow(d, diff / 2, sides[d]);
+    if (diff > 0) y = y.narrow(d, diff / 2, sides[d] - margin);
   }
   return y;
 }
@@ -220,9 +220,8 @@ torch::Tensor run_layers(const LayerSequence& seq, int first, int last, std::vec
       if (s.producer != i) continue;
       if (s.consumer <= last)
         kept[e] = x;
-      else
-        skips_out[e] = crop_spatial(
-            x, std::vector<int64_t>(x.dim(), seq.layers[static_cast<size_t>(s.consumer)].out_side));
+      else  // cropped by what the consumer's side lacks (nothing with `same` padding: a spatial block keeps its sides)
+        skips_out[e] = crop_spatial(x, x.sizes(), l.out_side - seq.layers[static_cast<size_t>(s.consumer)].out_side);
     }
   }
   return x;

@@ -1,5 +1,7 @@
 #include "tessera/core/unet_stages.hpp"
 
+#include "tessera/core/decomposition.hpp"
+
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
@@ -98,12 +100,24 @@ std::vector<int64_t> UNetStageImpl::skip_shape(int e, int64_t batch) const {
                seq_.layers[static_cast<size_t>(s.consumer)].out_side);
 }
 
+namespace {
+
+// Whether `t` has `shape`; under a spatial decomposition (decomposition.hpp) a stage runs on a
+// block of the tile, so only the batch and channel sizes are the tile's.
+bool has_shape(const torch::Tensor& t, const std::vector<int64_t>& shape) {
+  const std::vector<int64_t> got = t.sizes().vec();
+  if (active_decomposition() == nullptr) return got == shape;
+  return got.size() == shape.size() && got[0] == shape[0] && got[1] == shape[1];
+}
+
+}  // namespace
+
 StageTensors UNetStageImpl::forward(const StageTensors& in) {
-  if (!in.main.defined() || in.main.sizes().vec() != input_shape(in.main.size(0)))
+  if (!in.main.defined() || !has_shape(in.main, input_shape(in.main.size(0))))
     throw Error("unet stage " + range_text(first_, last_) + ": main input has the wrong shape");
   for (int e : skips_in_) {
     const auto it = in.skips.find(e);
-    if (it == in.skips.end() || it->second.sizes().vec() != skip_shape(e, in.main.size(0)))
+    if (it == in.skips.end() || !has_shape(it->second, skip_shape(e, in.main.size(0))))
       throw Error("unet stage " + range_text(first_, last_) + ": skip " + std::to_string(e) +
                   " is missing or has the wrong shape");
   }

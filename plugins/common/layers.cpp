@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include "tessera/core/decomposition.hpp"
+
 namespace tessera::plugins {
 
 ConvNd same_conv(int dims, int64_t in, int64_t out, int64_t kernel) {
@@ -31,8 +33,9 @@ SqueezeExcitationImpl::SqueezeExcitationImpl(int64_t channels, int64_t reduction
 
 torch::Tensor SqueezeExcitationImpl::excitation(const torch::Tensor& x) {
   // Squeeze: one number per channel from the whole field of view (global context that the
-  // local convolutions cannot see); excite: a gate per channel.
-  const auto squeezed = x.flatten(2).mean(2);
+  // local convolutions cannot see; the whole image's under a spatial decomposition); excite:
+  // a gate per channel.
+  const auto squeezed = global_average_pool(x);
   return torch::sigmoid(fc2_->forward(torch::relu(fc1_->forward(squeezed))));
 }
 

@@ -77,6 +77,7 @@ const ModelRegistry& registry() {
   static const ModelRegistry r = [] {
     ModelRegistry m;
     load_plugin(m, TESSERA_TEST_NETWORKS_PLUGIN);
+    load_plugin(m, TESSERA_SE_UNET_PLUGIN);
     return m;
   }();
   return r;
@@ -471,6 +472,17 @@ TEST(Spatial, TestNetworksEqualOneProcess) {
   expect_same_as_one_process(
       plugin_net("test-fcn2d", "group", 1, 3, 3),
       plugin_case("test-fcn2d, group norm", {2, 1, 20, 28}, split_first(2), 4, Objective::kLoss));
+}
+
+// The SE-U-Net (plugin): its Squeeze-and-Excitation blocks pool over the whole image
+// (global_average_pool, decomposition.hpp) and its instance norms take whole-image statistics,
+// so every block's channel gates are the one-process gates. A squeeze over the block alone
+// (x.flatten(2).mean(2)) fails both cases.
+TEST(Spatial, SeUNetEqualsOneProcess) {
+  expect_same_as_one_process(plugin_net("se-unet", "instance", 1, 3, 3),
+                             plugin_case("se-unet 3-D, instance norm", {2, 1, 8, 8, 12}, mesh_3d(), 4, Objective::kLinear));
+  expect_same_as_one_process(plugin_net("se-unet", "none", 1, 3, 3),
+                             plugin_case("se-unet 3-D", {2, 1, 8, 8, 12}, split_first(3), 4, Objective::kLoss));
 }
 
 // --- refusals ---------------------------------------------------------------------------------

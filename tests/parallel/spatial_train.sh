@@ -16,7 +16,7 @@
 # of --threads 1 to 1e-7 (5e-6 with Adam at 0.003, 3e-4 with 48 px tiles, where rounding
 # flips a tie whatever computes it: such a run cannot tell a bug from rounding).
 # Then what --sp refuses, in one line naming the fix, before a run directory exists: a
-# `valid` model (--padding same), --pp with --sp, a mesh that is not --sp blocks or has more
+# `valid` model (--padding same), a mesh that is not --sp blocks or has more
 # axes than the model, a tile that does not split into blocks.
 # Usage: spatial_train.sh TESSERA MAKE_SAMPLE MPIEXEC
 source "$(dirname "$0")/../lib/mpi.sh" sptrain "$@"
@@ -77,7 +77,6 @@ refused() {
   if [[ "$msg" == *"$pattern"* ]] && [ ! -e "$W/$name" ]; then pass "$name: $msg"; else fail "$name: $(head -3 "$W/$name.log")"; fi
 }
 refused valid "(use --padding same)" 2 --sp 2 --padding valid
-refused ppsp "--pp with --sp is not supported; use one of them" 4 --pp 2 --sp 2
 refused meshsize "--sp-mesh 2x2: 4 blocks, but --sp 2" 2 --sp 2 --sp-mesh 2x2
 refused meshaxes "--sp-mesh 2x1x1: 3 axes for a 2-D model" 2 --sp 2 --sp-mesh 2x1x1
 refused tile "sgd.yaml: train.tile on axis 0 of --sp 4 (mesh 4 × 1): side 16 cannot be split into 4 blocks" 4 --sp 4 --tile 16

@@ -12,10 +12,8 @@
 #include "tessera/run/staged_file.hpp"
 
 namespace tessera::engine::train {
-// The grid the flags ask for; the combinations the trainer cannot run are refused here,
-// before the grid is built.
+// The grid the flags ask for: data × pipeline × spatial, every combination runs.
 parallel::GridShape grid_shape(const ParallelConfig& p) {
-  if (p.pp > 1 && p.sp > 1) throw Error("--pp with --sp is not supported; use one of them");
   return parallel::GridShape().with_data(p.dp).with_pipeline(p.pp).with_spatial(p.sp);
 }
 
@@ -100,10 +98,27 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   }
 }
 
+// The parallel strategy, built once from the grid: pipeline stages (their tiles split over
+// the spatial group when --sp > 1, replicas over the data group), else spatial blocks (and
+// replicas), else data parallelism.
 Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
   const ParallelConfig& p = c.parallel;
   Hooks out;
-  if (grid.shape().spatial > 1) {
+  if (grid.shape().pipeline > 1) {
+    const auto options = parallel::PipelineHookOptions()
+                             .with_micro_batches(p.micro_batches)
+                             .with_schedule(parse_pipeline_schedule(p.schedule))
+                             .with_checkpoint(parse_activation_checkpoint(p.activation_checkpoint))
+                             .with_writes_outputs(grid.is_root());
+    auto h = grid.shape().spatial > 1
+                 ? std::make_unique<parallel::PipelineTrainHooks>(
+                       grid.pipeline(), grid.data(), grid.spatial(),
+                       spatial_mesh(p, grid.shape().spatial, c.model.options.dims), options)
+                 : std::make_unique<parallel::PipelineTrainHooks>(grid.pipeline(), grid.data(), options);
+    out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
+    out.pipeline = h.get();
+    out.hooks = std::move(h);
+  } else if (grid.shape().spatial > 1) {
     auto h = std::make_unique<parallel::SpatialTrainHooks>(
         grid.spatial(), grid.data(), spatial_mesh(p, grid.shape().spatial, c.model.options.dims),
         parallel::SpatialHookOptions()
@@ -111,17 +126,6 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
             .with_writes_outputs(grid.is_root()));
     out.set_step_callback = [blocks = h.get()](auto fn) { blocks->set_step_callback(std::move(fn)); };
     out.spatial = h.get();
-    out.hooks = std::move(h);
-  } else if (grid.shape().pipeline > 1) {
-    auto h = std::make_unique<parallel::PipelineTrainHooks>(
-        grid.pipeline(), grid.data(),
-        parallel::PipelineHookOptions()
-            .with_micro_batches(p.micro_batches)
-            .with_schedule(parse_pipeline_schedule(p.schedule))
-            .with_checkpoint(parse_activation_checkpoint(p.activation_checkpoint))
-            .with_writes_outputs(grid.is_root()));
-    out.set_step_callback = [stage = h.get()](auto fn) { stage->set_step_callback(std::move(fn)); };
-    out.pipeline = h.get();
     out.hooks = std::move(h);
   } else {
     auto h = std::make_unique<parallel::DataParallelHooks>(grid.data(), parallel::DataParallelOptions()

@@ -28,10 +28,10 @@ void print_telemetry_summary(parallel::Communicator& world, const parallel::Devi
 // ("16–24" along an axis whose blocks differ); empty without.
 namespace {
 
-std::string describe_blocks(const RunConfig& c, const parallel::SpatialTrainHooks* spatial) {
+std::string describe_blocks(const RunConfig& c, const parallel::SpatialDecomposition* spatial) {
   if (!spatial) return "";
   const UNetOptions& model = c.model.options;
-  const SpatialMesh& mesh = spatial->decomposition().mesh();
+  const SpatialMesh& mesh = spatial->mesh();
   std::string blocks;
   for (int a = 0; a < mesh.dims(); ++a) {
     const std::vector<int64_t> at = block_offsets(c.train.tile + unet_remainder(model), mesh.parts[size_t(a)],
@@ -59,7 +59,10 @@ void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hoo
                (long long)unet_halo(model), (long long)t.tile, (long long)unet_remainder(model),
                (long long)(t.tile + unet_remainder(model) + (model.padding == Padding::kValid ? 2 * unet_halo(model) : 0)),
                threads, grid.describe().c_str(),
-               describe_blocks(c, hooks.spatial).c_str(), (long long)t.batch * grid.shape().data);
+               describe_blocks(c, hooks.spatial    ? &hooks.spatial->decomposition()
+                                  : hooks.pipeline ? hooks.pipeline->decomposition()
+                                                   : nullptr)
+                   .c_str(), (long long)t.batch * grid.shape().data);
 }
 
 std::unique_ptr<parallel::DeviceMonitor> start_monitor(const TrainOptions& t, const Hooks& hooks) {

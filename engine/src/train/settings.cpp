@@ -128,6 +128,8 @@ const std::vector<RefusedSetting>& refused_for_rasters() {
 
 std::vector<RefusedSetting> refused_settings(const RunConfig& c) {
   std::vector<RefusedSetting> r = refused_settings(train_mode(c));
+  if (c.parallel.sp > 1)  // pipeline × spatial: the stages' tiles are split by the mesh
+    std::erase_if(r, [](const RefusedSetting& s) { return s.key == kSpatialMesh.key; });
   if (c.data.dataset.empty())  // refused by the reader (run_config.cpp), before this table
     for (const char* key : {"data.validation", "data.fold", "data.folds"})
       r.push_back({key, "it chooses the validation cases of a data.dataset folder; validate pairs on data.holdout"});
@@ -138,7 +140,7 @@ void refuse_unhonoured_settings(const RunConfig& c, const std::string& config) {
   const TrainMode mode = train_mode(c);
   const auto given = setting_values(c);
   const auto defaults = setting_values(RunConfig{});
-  for (const RefusedSetting& s : refused_settings(mode))
+  for (const RefusedSetting& s : refused_settings(c))
     for (const auto& [key, value] : given) {
       const bool below = s.key.back() == '.' && key.rfind(s.key, 0) == 0;
       if (key != s.key && !below) continue;

@@ -80,13 +80,12 @@ void TrainJob::run() {
   const TrainRequest& f = request_;
   validate(c.data.normalization, f.config);  // before any image is read
   validate(c.data.resample, f.config);
-  if (!c.model.is_dsn()) grid_shape(c.parallel);  // --pp with --sp first: no one mode to judge the keys by
   refuse_unhonoured_settings(c, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;
-  if (!model.is_builtin() && (c.parallel.pp > 1 || c.parallel.sp > 1))
-    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp and --sp "
-                "cut the built-in U-Net's layers (train it data parallel, or use a unet preset)");
+  if (!model.is_builtin() && c.parallel.pp > 1)
+    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp "
+                "cuts the built-in U-Net's layers (train it data or spatial parallel, or use a unet preset)");
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;

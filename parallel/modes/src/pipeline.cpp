@@ -87,14 +87,22 @@ struct PipelineTrainer::MicroBatch {
   StageTensors out;       // sent on, kept for the backward
   StageTensors grad_out;  // gradients of `out`, received from later stages
   torch::Tensor loss;     // last stage: this micro-batch's share of the loss
+  torch::Tensor logits;   // last stage, PipelineOptions::keep_output
   double loss_value = 0;
 };
 
 PipelineTrainer::PipelineTrainer(const UNetImpl& full, int64_t input_side, Communicator& pipeline,
-                                 Communicator& data, PipelineOptions options)
+                                 Communicator& data, PipelineOptions options, const SpatialDecomposition* spatial)
     : pipeline_(pipeline), data_(data), options_(std::move(options)),
-      seq_(unet_layer_sequence(full.options(), input_side)) {
+      seq_(unet_layer_sequence(full.options(), input_side)), spatial_(spatial), side_(input_side) {
   options_.validate(seq_);
+  if (spatial_ != nullptr) {
+    if (full.options().padding != Padding::kSame)
+      throw Error("--sp: spatial parallelism needs a `same`-padding U-Net (use --padding same)");
+    const std::vector<int64_t> sides(size_t(full.options().dims), input_side);
+    spatial_->check_halo_fits(sides, unet_alignment(full.options()), (full.options().kernel - 1) / 2);
+    block_ = spatial_->block(sides, unet_alignment(full.options()));
+  }
   stage_index_ = pipeline_.rank();
   if (pipeline_.size() != stages())
     throw Error("pipeline stage " + std::to_string(stage_index_) + ": the pipeline group has " +
@@ -222,6 +230,7 @@ void PipelineTrainer::forward(MicroBatch& mb, const torch::Tensor& input, const 
     return;
   }
   mb.target = target.narrow(0, mb.offset, mb.size);
+  if (options_.keep_output) mb.logits = out.main.detach();
   mb.loss = micro_batch_loss(out.main, mb.target, w_total);
   mb.loss_value = mb.loss.item<double>();
 }
@@ -265,6 +274,19 @@ void PipelineTrainer::reduce_gradients() {
     grads.push_back(p.grad());
   }
   allreduce_sum_packed(data_, grads);
+  if (spatial_ != nullptr) allreduce_sum_packed(spatial_->group(), grads);
+}
+
+std::vector<int64_t> PipelineTrainer::block_shape(std::vector<int64_t> shape) const {
+  // `same` padding: a layer's side is the tile's over 2^level, a block's its extent over 2^level.
+  if (spatial_ != nullptr)
+    for (size_t a = 0; a < block_.extent.size(); ++a) shape[2 + a] = shape[2 + a] * block_.extent[a] / side_;
+  return shape;
+}
+
+void PipelineTrainer::sum_over_replicas_and_blocks(torch::Tensor& t) {
+  data_.allreduce(t, ReduceOp::kSum);
+  if (spatial_ != nullptr) spatial_->group().allreduce(t, ReduceOp::kSum);
 }
 
 std::vector<PipelineTrainer::MicroBatch> PipelineTrainer::split_batch(const torch::Tensor& input, const std::string& where) {
@@ -328,7 +350,7 @@ void PipelineTrainer::receive(const Event& ev, MicroBatch& mb) {
     shape = ev.skip < 0 ? stage_->input_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
   else
     shape = ev.skip < 0 ? stage_->output_shape(mb.size) : stage_->skip_shape(ev.skip, mb.size);
-  torch::Tensor t = torch::empty(shape, torch::kFloat32);
+  torch::Tensor t = torch::empty(block_shape(shape), torch::kFloat32);
   pipeline_.recv(t, ev.source, ev.tag);
   stats_.bytes_received += tensor_bytes(t);
   if (forward_message) {
@@ -346,7 +368,7 @@ double PipelineTrainer::step_loss(const std::vector<MicroBatch>& mbs) {
     double sum = 0;
     for (const auto& mb : mbs) sum += mb.loss_value;
     loss[0] = sum;
-    data_.allreduce(loss, ReduceOp::kSum);
+    sum_over_replicas_and_blocks(loss);
   }
   pipeline_.broadcast(loss, K - 1);
   return loss.item<double>();
@@ -369,7 +391,7 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
     if (!target.defined() || target.dim() < 1 || target.size(0) != N)
       throw Error(where + "target: the last stage needs the mini-batch's " + std::to_string(N) + " label tiles");
     w_total = torch::tensor({weighted_label_count(target, options_.loss, seq_.options.classes)}, torch::kFloat64);
-    data_.allreduce(w_total, ReduceOp::kSum);
+    sum_over_replicas_and_blocks(w_total);
   }
 
   int in_flight = 0, graphs = 0;
@@ -387,6 +409,8 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
     stats_.max_received_bytes_held = std::max(stats_.max_received_bytes_held, held);
   };
   std::vector<std::unique_ptr<PendingOperation>> sends;
+  std::optional<DecompositionScope> scope;  // every forward, recomputation and backward of the stage
+  if (spatial_ != nullptr) scope.emplace(*spatial_);
   for (const Event& ev : events_) {
     std::erase_if(sends, [](const std::unique_ptr<PendingOperation>& op) { return op->test(); });
     MicroBatch& mb = mbs[static_cast<size_t>(ev.block.micro_batch)];
@@ -411,6 +435,13 @@ double PipelineTrainer::train_step(const torch::Tensor& input, const torch::Tens
   }
   for (auto& op : sends) op->wait();
   sends.clear();
+  scope.reset();
+  output_ = torch::Tensor();
+  if (options_.keep_output && last) {
+    std::vector<torch::Tensor> logits;
+    for (const auto& mb : mbs) logits.push_back(mb.logits);
+    output_ = torch::cat(logits);
+  }
 
   const double loss = step_loss(mbs);
   reduce_gradients();

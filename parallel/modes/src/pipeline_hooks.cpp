@@ -19,11 +19,20 @@ PipelineTrainHooks::PipelineTrainHooks(Communicator& pipeline, Communicator& dat
   options_.validate();
 }
 
+PipelineTrainHooks::PipelineTrainHooks(Communicator& pipeline, Communicator& data, Communicator& spatial,
+                                       SpatialMesh mesh, PipelineHookOptions options)
+    : PipelineTrainHooks(pipeline, data, options) {
+  decomposition_ = std::make_unique<SpatialDecomposition>(spatial, std::move(mesh));
+}
+
 PipelineTrainHooks::~PipelineTrainHooks() = default;
 
 void PipelineTrainHooks::on_start(UNet& net) {
-  // Replica 0's stage 0 (world rank 0) to its pipeline, then each stage to its replicas.
-  broadcast_module(*net, {&pipeline_, &data_});
+  // World rank 0 to its pipeline, then to its spatial group, then each rank to its replicas.
+  if (decomposition_)
+    broadcast_module(*net, {&pipeline_, &decomposition_->group(), &data_});
+  else
+    broadcast_module(*net, {&pipeline_, &data_});
 }
 
 void PipelineTrainHooks::sum(torch::Tensor& t) { data_.allreduce(t, ReduceOp::kSum); }
@@ -52,7 +61,9 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
             .with_micro_batches(m)
             .with_schedule(options_.schedule)
             .with_checkpoint(options_.checkpoint)
-            .with_loss(loss));
+            .with_loss(loss)
+            .with_keep_output(options_.keep_output),
+        decomposition_.get());
     side_ = side;
     micro_ = m;
   }
@@ -63,7 +74,13 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
   for (auto& item : stage_params) item.value().copy_(model_params[item.key()]);
   {
     torch::AutoGradMode enable(true);
-    out.loss = trainer_->train_step(input, target);
+    if (decomposition_) {  // this rank's blocks of the tiles
+      const int64_t alignment = unet_alignment(net->options());
+      out.loss = trainer_->train_step(decomposition_->scatter(input, 2, alignment).contiguous(),
+                                      decomposition_->scatter(target, 1, alignment).contiguous());
+    } else {
+      out.loss = trainer_->train_step(input, target);
+    }
   }
   for (auto& item : stage_params) {
     torch::Tensor p = model_params[item.key()];
@@ -80,6 +97,8 @@ void PipelineTrainHooks::on_gradients(UNet& net) {
 }
 
 const PipelineStepStats* PipelineTrainHooks::last_step() const { return trainer_ ? &trainer_->last_step() : nullptr; }
+
+torch::Tensor PipelineTrainHooks::last_output() const { return trainer_ ? trainer_->last_output() : torch::Tensor(); }
 
 void PipelineTrainHooks::on_step(int64_t step, double loss) {
   if (step_callback_) step_callback_(step, loss);

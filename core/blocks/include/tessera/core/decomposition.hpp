@@ -46,6 +46,14 @@ class Decomposition {
 /// The decomposition active on this thread, or nullptr (one process, one image).
 TESSERA_DECOMPOSITION_API const Decomposition* active_decomposition();
 
+/// The mean over the spatial axes of x (N × C × spatial...), N × C: one process's mean, or
+/// under an active decomposition the whole image's (the blocks' sums and pixel counts summed
+/// over the ranks, differentiable), so a global average pooling (a Squeeze-and-Excitation
+/// block's squeeze) decomposes exactly. A plugin layer that needs the whole image in some way
+/// this does not cover refuses an active decomposition instead (std::invalid_argument naming
+/// itself, as seed_unet does), so `--sp` refuses the model rather than train it wrong.
+TESSERA_DECOMPOSITION_API torch::Tensor global_average_pool(const torch::Tensor& x);
+
 /// Makes `d` active on this thread for the scope's lifetime (scopes nest; the previous one
 /// comes back on destruction). `d` must outlive the scope.
 class TESSERA_DECOMPOSITION_API DecompositionScope {

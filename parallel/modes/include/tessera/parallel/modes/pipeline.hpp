@@ -30,7 +30,13 @@
 // batch through its own pipeline; W and the loss are summed over the data group and each
 // stage's gradients are summed over it, once per step. Result: the gradients of one process
 // with the concatenated global batch (tests/parallel/pipeline_test.cpp).
-// Not thread safe; every rank of the pipeline and data groups calls train_step together.
+// Pipeline × spatial: with a SpatialDecomposition, every stage is held by the ranks of a
+// spatial group (ProcessGrid::spatial()), each running the stage on its block of every tile
+// under a DecompositionScope — forwards, checkpointed recomputations and backwards alike, so
+// halo exchanges and whole-image norm statistics happen wherever the stage computes. A message
+// goes from a block to the same block of the next (or previous) stage; the loss shares, W and
+// the stage's gradients are summed over the spatial group as over the data group.
+// Not thread safe; every rank of the pipeline, data and spatial groups calls train_step together.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +50,7 @@
 #include "tessera/core/unet.hpp"
 #include "tessera/core/unet_stages.hpp"
 #include "tessera/parallel/comm/communicator.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
 #include "tessera/parallel/plan/partition.hpp"
 #include "tessera/parallel/plan/plan.hpp"
 #include "tessera/parallel/plan/spatial_cost.hpp"
@@ -73,12 +80,15 @@ struct PipelineOptions {
   /// Checkpointed micro-batches run their forward without a graph, keep only what they
   /// received, and recompute the forward (bit-identical) just before their backward.
   ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;
+  /// The last stage keeps the last step's logits (PipelineTrainer::last_output; for tests).
+  bool keep_output = false;
 
   explicit PipelineOptions(std::vector<int> balance_) : balance(std::move(balance_)) {}
   PipelineOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   PipelineOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   PipelineOptions& with_loss(LossOptions l) { loss = std::move(l); return *this; }
   PipelineOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
+  PipelineOptions& with_keep_output(bool v) { keep_output = v; return *this; }
 
   /// Throws tessera::Error naming the bad field (pipeline.balance, pipeline.micro_batches,
   /// pipeline.loss.kind, model.norm) for a sequence of `seq`'s layers.
@@ -104,16 +114,18 @@ class PipelineTrainer {
   /// of side `input_side`; keeps a copy of this rank's stage only. `pipeline` has one rank
   /// per stage (ProcessGrid::pipeline()), `data` the replicas of this stage
   /// (ProcessGrid::data(); a one-rank group without data parallelism). Both must outlive
-  /// the trainer. Throws tessera::Error naming the bad field or the group size mismatch.
+  /// the trainer. `spatial` (pipeline × spatial, see the header comment; nullptr: whole
+  /// tiles) splits every tile of side `input_side` into blocks; it must outlive the trainer.
+  /// Throws tessera::Error naming the bad field or the group size mismatch.
   PipelineTrainer(const UNetImpl& full, int64_t input_side, Communicator& pipeline, Communicator& data,
-                  PipelineOptions options);
+                  PipelineOptions options, const SpatialDecomposition* spatial = nullptr);
   ~PipelineTrainer();
   PipelineTrainer(const PipelineTrainer&) = delete;
   PipelineTrainer& operator=(const PipelineTrainer&) = delete;
 
   /// One step's forward and backward over this replica's local batch: `input` (N, C,
   /// side…) float, read on stage 0 only; `target` (N, output side…) int64, read on the last
-  /// stage only (other ranks may pass undefined tensors). Stage parameters' gradients are
+  /// stage only (with a SpatialDecomposition: this rank's blocks of them, SpatialDecomposition::scatter) (other ranks may pass undefined tensors). Stage parameters' gradients are
   /// zeroed first, accumulated over the micro-batches and summed over the data group: they
   /// are the gradients of the global batch's loss, ready for one optimiser step on
   /// stage()->parameters(). Returns that loss on every rank.
@@ -123,6 +135,9 @@ class PipelineTrainer {
   int stage_index() const { return stage_index_; }
   int stages() const { return static_cast<int>(options_.balance.size()); }
   const PipelineStepStats& last_step() const { return stats_; }
+  /// The last stage's logits of the last step (this rank's block), with
+  /// PipelineOptions::keep_output; undefined otherwise.
+  const torch::Tensor& last_output() const { return output_; }
 
  private:
   struct MicroBatch;
@@ -136,6 +151,10 @@ class PipelineTrainer {
   torch::Tensor micro_batch_loss(const torch::Tensor& logits, const torch::Tensor& target,
                                  const torch::Tensor& w_total) const;
   void reduce_gradients();
+  // A tensor's shape for the whole tile → for this rank's block (unchanged without spatial).
+  std::vector<int64_t> block_shape(std::vector<int64_t> shape) const;
+  // In place: summed over the data group, and the spatial group when there is one.
+  void sum_over_replicas_and_blocks(torch::Tensor& t);
   // train_step's parts: the micro-batches of this step's local batch (its size broadcast from
   // stage 0), a message sent (non-blocking) or received, the loss summed over the replicas.
   std::vector<MicroBatch> split_batch(const torch::Tensor& input, const std::string& where);
@@ -152,6 +171,10 @@ class PipelineTrainer {
   UNetStage stage_{nullptr};
   std::vector<Event> events_;
   PipelineStepStats stats_;
+  const SpatialDecomposition* spatial_ = nullptr;
+  int64_t side_ = 0;
+  Block block_;  // this rank's block of a tile (spatial_)
+  torch::Tensor output_;
 };
 
 }  // namespace tessera::parallel

@@ -48,6 +48,8 @@ class SpatialDecomposition final : public Decomposition {
   const SpatialMesh& mesh() const { return mesh_; }
   int rank() const { return spatial_.rank(); }
   const std::vector<int>& coordinates() const { return coords_; }
+  /// The ranks sharing an image (what a trainer sums block statistics and gradients over).
+  Communicator& group() const { return spatial_; }
 
   /// Spatial rank `rank`'s block of an image with `sides` (one per mesh axis).
   Block block(const std::vector<int64_t>& sides, int64_t alignment, int rank) const;
