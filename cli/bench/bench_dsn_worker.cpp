@@ -11,12 +11,13 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "bench_measure.hpp"
-#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/dsn_training.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/image_source.hpp"
 #include "tessera/core/threads.hpp"
@@ -126,8 +127,9 @@ nlohmann::json run_dsn_worker(const BenchDsnOptions& f) {
   std::unique_ptr<parallel::DomainParallelHooks> hooks;
   if (world.size() > 1)
     hooks = std::make_unique<parallel::DomainParallelHooks>(world, parallel::domain_groups(world.size(), domains, 0), domains);
-  DsnHooks one_process;
-  const std::vector<int> owned = (hooks ? static_cast<DsnHooks&>(*hooks) : one_process).domains(domains);
+  std::vector<int> owned(size_t(domains), 0);
+  std::iota(owned.begin(), owned.end(), 0);
+  if (hooks) owned = hooks->domains(domains);
   const fs::path run_dir =
       fs::temp_directory_path() / fmt::format("tessera-bench-dsn-{}-{}", ::getpid(), world.rank());
   fs::create_directories(run_dir);
@@ -140,7 +142,8 @@ nlohmann::json run_dsn_worker(const BenchDsnOptions& f) {
   Dsn net(model, dsn, owned, 1);
   int64_t parameters = 0;
   for (const auto& p : net->parameters()) parameters += p.numel();
-  const TrainReport r = train_dsn(net, data.pairs, bench_training(f, run_dir.string()), meta, hooks.get(), nullptr);
+  if (hooks) hooks->bind(*net);
+  const TrainReport r = tessera::train(net, data.pairs, bench_training(f, run_dir.string()), meta, hooks.get(), hooks.get());
   const int64_t peak = meter.peak_increase();
   fs::remove_all(run_dir);
   torch::Tensor seconds = torch::tensor({r.seconds / double(f.steps)}, torch::kDouble);

@@ -22,30 +22,20 @@
 #include "tessera/core/train_observer.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tile_sampler.hpp"
+#include "train_model.hpp"
 #include "validation.hpp"
 
 namespace tessera {
-namespace {
 
-namespace fs = std::filesystem;
-using detail::Sample;
+namespace detail {
 
-struct StepLoss {
-  torch::Tensor for_backward;  // this replica's share of the global-batch loss (has a graph)
-  double value = 0;            // the global-batch loss
-  double labelled = 0;         // labelled pixels in the global batch
-};
-
-// The loss of the global batch from statistics summed over replicas. Each replica's own
-// statistics keep their graph, the others' enter as constants, so backward gives this
-// replica's share of the global gradient (TrainHooks contract). With one replica this is
-// exactly the loss of the batch.
-StepLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
-                           TrainHooks& hooks) {
+// With one replica this is exactly the loss of the batch.
+ModelLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
+                            TrainHooks& hooks) {
   const torch::Tensor local = loss_statistics(logits, target, o);
   torch::Tensor global = local.detach().to(torch::kFloat).contiguous().clone();
   hooks.sum(global);
-  StepLoss out;
+  ModelLoss out;
   out.labelled = global[0].item<double>();
   if (out.labelled <= 0) return out;
   const torch::Tensor stats = local + (global.to(local.dtype()) - local.detach());
@@ -54,18 +44,39 @@ StepLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& tar
   return out;
 }
 
+double TrainModel::clip_gradients(double max_norm, TrainHooks& /*hooks*/) {
+  return torch::nn::utils::clip_grad_norm_(module().parameters(), max_norm);
+}
+
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::ModelLoss;
+using detail::Sample;
+using detail::TrainModel;
+
 // What a checkpoint needs beyond model and optimiser to continue the run exactly.
 struct ResumeState {
-  std::string rng;  // sampler state before the batch of the next step was drawn
+  // Each tile stream's sampler state (one per domain this process draws) before the batch of
+  // the next step was drawn; one stream is stored as a string, several as a list.
+  std::vector<std::string> rng;
   double best = -1;
   int64_t bad_epochs = 0;
 
-  std::string to_json() const { return nlohmann::json{{"rng", rng}, {"best", best}, {"bad_epochs", bad_epochs}}.dump(); }
+  std::string to_json() const {
+    nlohmann::json streams = rng.size() == 1 ? nlohmann::json(rng[0]) : nlohmann::json(rng);
+    return nlohmann::json{{"rng", streams}, {"best", best}, {"bad_epochs", bad_epochs}}.dump();
+  }
   static ResumeState from_json(const std::string& path, const std::string& text) {
     if (text.empty()) throw Error(path + ": checkpoint holds no trainer state (written by an older tessera?); cannot resume");
     try {
       const auto j = nlohmann::json::parse(text);
-      return {j.at("rng").get<std::string>(), j.at("best").get<double>(), j.at("bad_epochs").get<int64_t>()};
+      const auto& r = j.at("rng");
+      std::vector<std::string> rng = r.is_string() ? std::vector<std::string>{r.get<std::string>()}
+                                                   : r.get<std::vector<std::string>>();
+      return {std::move(rng), j.at("best").get<double>(), j.at("bad_epochs").get<int64_t>()};
     } catch (const nlohmann::json::exception& e) {
       throw Error(path + ": damaged trainer state (" + e.what() + ")");
     }
@@ -83,9 +94,9 @@ std::string non_finite_name(double v) { return std::isnan(v) ? "NaN" : v > 0 ? "
 
 // A finite loss can still come with an update that overflowed the weights; such a model
 // must not be saved over the last good one.
-void require_finite_weights(UNet& net, int64_t step, const std::string& last) {
+void require_finite_weights(torch::nn::Module& model, int64_t step, const std::string& last) {
   torch::NoGradGuard no_grad;
-  for (const auto& p : net->named_parameters())
+  for (const auto& p : model.named_parameters())
     if (!torch::isfinite(p.value()).all().item<bool>())
       throw Error("step " + std::to_string(step) + ": weights became NaN or Inf (parameter " + p.key() +
                   "; learning rate too high?)" + kept_checkpoint_note(last));
@@ -132,14 +143,24 @@ struct EpochEnd {
   bool stop = false;      // early stopping
 };
 
-// One call of train(): the model, its optimiser and tile sampler, the batches read ahead and
+// One tile stream: a domain's sampler (its own random stream) and the loader reading its batches.
+struct Stream {
+  Stream(const std::vector<TrainingPair>& data, const UNetOptions& model, const TrainOptions& o, const Normalization& norm,
+         int replica, int replicas)
+      : sampler(data, model, o, norm, replica, replicas) {}
+  detail::TileSampler sampler;
+  std::optional<detail::BatchLoader> loader;
+};
+
+// One call of train(): the model, its optimiser and tile samplers, the batches read ahead and
 // what is reported. train() calls the steps in order: resume_from (optional), begin, then
 // run_step / report_step / validate_epoch / save_checkpoints per step, and finish.
 class Training {
  public:
-  Training(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-           TrainHooks& hooks, const std::vector<TrainingPair>& validation, TrainObserver* observer)
-      : net_(net),
+  Training(TrainModel& model, const std::vector<std::vector<TrainingPair>>& data, const TrainOptions& options,
+           CheckpointMeta meta, TrainHooks& hooks, const std::vector<TrainingPair>& validation, TrainObserver* observer)
+      : model_(model),
+        net_(model.unet()),
         options_(options),
         meta_(std::move(meta)),
         hooks_(hooks),
@@ -149,10 +170,13 @@ class Training {
         replicas_(hooks.replicas()),
         opt_(scaled(options.optimizer, options.scale_learning_rate ? replicas_ : 1)),
         last_(RunLayout(options.run_dir).last_checkpoint()),
-        sampler_(data, net->options(), options, meta_.norm, hooks.replica(), replicas_),
-        optimizer_(make_optimizer(net->parameters(), opt_)),
-        device_(net->device()),
-        sync_guard_{net} {}
+        optimizer_(make_optimizer(model.module().parameters(), opt_)),
+        device_(net_->device()),
+        sync_guard_{net_} {
+    for (int d : model.domains())
+      streams_.push_back(std::make_unique<Stream>(data[size_t(d)], net_->options(), model.stream_options(options, d),
+                                                  meta_.norm, hooks.replica(), replicas_));
+  }
 
   int64_t first_step() const { return first_step_; }
   void resume_from(const std::string& path);
@@ -170,8 +194,10 @@ class Training {
   }
   int64_t epoch_of(int64_t step) const { return (step - 1) / options_.steps_per_epoch; }
   void plan_more();
-  std::optional<double> micro_batch(int64_t step, double lr, bool last);
+  std::optional<ModelLoss> micro_batch(int64_t step, double lr, bool last);
+  std::vector<std::string> rng_states() const;
 
+  TrainModel& model_;
   UNet& net_;
   const TrainOptions& options_;
   CheckpointMeta meta_;
@@ -182,7 +208,6 @@ class Training {
   const int replicas_;
   const OptimizerOptions opt_;
   const std::string last_;  // RUN/checkpoints/last.pt, named in errors and the report
-  detail::TileSampler sampler_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   const torch::Device device_;  // where the weights are: each micro-batch is moved there
   ResumeState state_;
@@ -195,19 +220,26 @@ class Training {
     ~SyncGuard() { net->synchronise_batch_norm({}); }
   } sync_guard_;
 
-  // Batches are planned on this thread (one random stream) `prefetch` micro-batches ahead
-  // and read on the loader's thread. The sampler state saved with a checkpoint is the one
-  // before the first batch not yet consumed.
-  std::optional<detail::BatchLoader> loader_;
-  std::deque<std::string> planned_states_;
+  // Batches are planned on this thread (one random stream per domain) `prefetch` micro-batches
+  // ahead and read on the loaders' threads. The sampler states saved with a checkpoint are
+  // those before the first batch not yet consumed.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::deque<std::vector<std::string>> planned_states_;
   int64_t planned_ = 0;  // micro-batches planned so far
 
   std::optional<ProgressBar> bar_;
   std::chrono::steady_clock::time_point start_;
   std::vector<double> losses_;
+  std::vector<std::pair<std::string, double>> step_terms_;  // the last step's named loss terms
   int64_t tiles_done_ = 0, pixels_done_ = 0;
   std::string best_checkpoint_;
 };
+
+std::vector<std::string> Training::rng_states() const {
+  std::vector<std::string> states;
+  for (const auto& s : streams_) states.push_back(s->sampler.rng_state());
+  return states;
+}
 
 void Training::resume_from(const std::string& path) {
   LoadedCheckpoint ck = load_checkpoint(path);
@@ -220,9 +252,13 @@ void Training::resume_from(const std::string& path) {
     auto sb = ck.net->named_buffers(), db = net_->named_buffers();
     for (auto& b : db) b.value().copy_(sb[b.key()]);
   }
+  model_.resume_extra(path, ck.meta);
   load_optimizer_state(path, *optimizer_);
   state_ = ResumeState::from_json(path, ck.meta.trainer_state);
-  sampler_.set_rng_state(state_.rng);
+  if (state_.rng.size() != streams_.size())
+    throw Error(path + ": checkpoint holds " + std::to_string(state_.rng.size()) + " tile streams, this run draws " +
+                std::to_string(streams_.size()) + "; cannot resume");
+  for (size_t k = 0; k < streams_.size(); ++k) streams_[k]->sampler.set_rng_state(state_.rng[k]);
   first_step_ = ck.meta.step + 1;
   if (first_step_ > options_.steps)
     throw Error(path + ": run already finished (step " + std::to_string(ck.meta.step) + " of " +
@@ -241,10 +277,10 @@ void Training::begin() {
   if (!resumed) hooks_.on_start(net_);
   // Identity for one process, so one process runs the very same arithmetic.
   if (options_.sync_batch_norm) net_->synchronise_batch_norm([this](torch::Tensor& t) { hooks_.sum(t); });
-  net_->train();
-  if (options_.channels_last) net_->use_channels_last();
+  model_.module().train();
+  if (options_.channels_last) model_.use_channels_last();
 
-  loader_.emplace(sampler_);
+  for (auto& s : streams_) s->loader.emplace(s->sampler);
   planned_ = (first_step_ - 1) * options_.accumulate;
   plan_more();
   bar_.emplace("train", options_.steps - first_step_ + 1, "steps", options_.progress && writer_);
@@ -255,8 +291,8 @@ void Training::plan_more() {
   const int64_t total_micro = options_.steps * options_.accumulate;
   while (planned_ < total_micro && int64_t(planned_states_.size()) < options_.prefetch) {
     const int64_t epoch = planned_ / options_.accumulate / options_.steps_per_epoch;
-    planned_states_.push_back(sampler_.rng_state());
-    loader_->submit(sampler_.plan(options_.tile_at_epoch(epoch)));
+    planned_states_.push_back(rng_states());
+    for (auto& s : streams_) s->loader->submit(s->sampler.plan(options_.tile_at_epoch(epoch)));
     ++planned_;
   }
 }
@@ -289,42 +325,61 @@ class Bf16Autocast {
   at::ScalarType was_dtype_ = at::kBFloat16;
 };
 
-// Forward and backward of the next micro-batch; its global-batch loss, none when it had no
-// labelled pixel (nothing to learn).
-std::optional<double> Training::micro_batch(int64_t step, double lr, bool last) {
-  Sample s = loader_->take();
-  s.input = s.input.to(device_);  // tiles are cut on the host, trained where the weights are
-  s.target = s.target.to(device_);
-  if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
-  planned_states_.pop_front();
-  plan_more();
-  tiles_done_ += s.target.size(0) * replicas_;
-  pixels_done_ += s.target.numel() * replicas_;
-  // Pipeline hooks run forward and backward across their stages; otherwise here.
-  const double share = 1.0 / double(options_.accumulate);
-  std::optional<HookedStep> hooked = hooks_.forward_backward(net_, s.input, s.target, options_.loss, share);
-  StepLoss loss;
-  if (hooked) {
-    loss.value = hooked->loss;
-    loss.labelled = hooked->labelled;
-  } else {
+// The plain U-Net and its segmentation loss over the global batch; pipeline hooks run its
+// forward and backward across their stages themselves.
+class UNetModel : public TrainModel {
+ public:
+  explicit UNetModel(UNet& net) : net_(net) {}
+  UNet& unet() override { return net_; }
+  torch::nn::Module& module() override { return *net_; }
+  ModelLoss loss(std::vector<Sample>& samples, const TrainOptions& o, TrainHooks& hooks, double share,
+                 double /*progress*/) override {
+    const Sample& s = samples.front();
+    if (std::optional<HookedStep> hooked = hooks.forward_backward(net_, s.input, s.target, o.loss, share)) {
+      ModelLoss loss;
+      loss.value = hooked->loss;
+      loss.labelled = hooked->labelled;
+      return loss;
+    }
     torch::Tensor logits;
     {
-      const Bf16Autocast amp(options_.precision == "bf16", s.input.is_cuda());
+      const Bf16Autocast amp(o.precision == "bf16", s.input.is_cuda());
       logits = net_->forward(s.input);
     }
     if (logits.scalar_type() != torch::kFloat32) logits = logits.to(torch::kFloat32);  // the loss in fp32
-    loss = global_batch_loss(logits, s.target, options_.loss, hooks_);
+    return detail::global_batch_loss(logits, s.target, o.loss, hooks);
   }
+
+ private:
+  UNet& net_;
+};
+
+// Forward and backward of the next micro-batch (one batch per stream); its loss, none when
+// it taught nothing (no labelled pixel).
+std::optional<ModelLoss> Training::micro_batch(int64_t step, double lr, bool last) {
+  std::vector<Sample> samples;
+  for (auto& stream : streams_) {
+    Sample s = stream->loader->take();
+    s.input = s.input.to(device_);  // tiles are cut on the host, trained where the weights are
+    s.target = s.target.to(device_);
+    if (fault_nan_at_step(step)) s.input.fill_(std::numeric_limits<float>::quiet_NaN());  // TESSERA_TEST_NAN
+    tiles_done_ += s.target.size(0) * replicas_;
+    pixels_done_ += s.target.numel() * replicas_;
+    samples.push_back(std::move(s));
+  }
+  planned_states_.pop_front();
+  plan_more();
+  const double share = 1.0 / double(options_.accumulate);
+  ModelLoss loss = model_.loss(samples, options_, hooks_, share, double(step - 1) / double(options_.steps));
   if (loss.labelled <= 0) return std::nullopt;
   if (!std::isfinite(loss.value))
     throw Error("step " + std::to_string(step) + ": loss is " + non_finite_name(loss.value) + " (learning rate " +
                 std::to_string(lr) + " too high, or NaN in the input?)" + kept_checkpoint_note(last_));
-  if (!hooked) {
+  if (loss.for_backward.defined()) {
     hooks_.before_backward(net_, last);
     (loss.for_backward / double(options_.accumulate)).backward();
   }
-  return loss.value;
+  return loss;
 }
 
 StepResult Training::run_step(int64_t step) {
@@ -335,15 +390,19 @@ StepResult Training::run_step(int64_t step) {
   fault_point(FaultPoint::kStep, step);  // test hooks: TESSERA_TEST_HANG / _THROW
   double step_loss = 0;
   bool labelled = false;
+  step_terms_.clear();
   for (int micro = 0; micro < options_.accumulate; ++micro)
-    if (const std::optional<double> loss = micro_batch(step, r.lr, micro + 1 == options_.accumulate)) {
-      step_loss += *loss / options_.accumulate;
+    if (const std::optional<ModelLoss> loss = micro_batch(step, r.lr, micro + 1 == options_.accumulate)) {
+      step_loss += loss->value / options_.accumulate;
       labelled = true;
+      step_terms_.resize(loss->terms.size());
+      for (size_t k = 0; k < loss->terms.size(); ++k)
+        step_terms_[k] = {loss->terms[k].first, step_terms_[k].second + loss->terms[k].second / options_.accumulate};
     }
   if (labelled) {
     r.loss = step_loss;
     hooks_.on_gradients(net_);
-    if (options_.grad_clip > 0) r.grad_norm = torch::nn::utils::clip_grad_norm_(net_->parameters(), options_.grad_clip);
+    if (options_.grad_clip > 0) r.grad_norm = model_.clip_gradients(options_.grad_clip, hooks_);
     optimizer_->step();
     losses_.push_back(step_loss);
   }
@@ -358,13 +417,14 @@ void Training::report_step(int64_t step, const StepResult& r) {
   m.epoch = epoch_of(step);
   m.loss = r.loss;
   m.lr = r.lr;
-  m.global_batch = int64_t(options_.batch) * replicas_ * options_.accumulate;
+  m.global_batch = int64_t(options_.batch) * replicas_ * options_.accumulate * model_.total_domains();
   m.tile = options_.tile_at_epoch(m.epoch);
   m.tiles_per_s = double(tiles_done_) / elapsed;
   m.pixels_per_s = double(pixels_done_) / elapsed;
   m.elapsed_s = elapsed;
   if (options_.grad_clip > 0) m.grad_norm = r.grad_norm;
   m.communication = hooks_.last_communication();
+  m.loss_terms = step_terms_;
   if (observer_) observer_->on_step(m);
   char extra[96];
   std::snprintf(extra, sizeof extra, "loss %.4f  %.1f tiles/s", r.loss.value_or(std::numeric_limits<double>::quiet_NaN()),
@@ -404,17 +464,19 @@ EpochEnd Training::validate_epoch(int64_t step) {
 
 // When due: last.pt, a kept step-NNNNNN.pt, best.pt — never a diverged model over a good one.
 void Training::save_checkpoints(int64_t step, const EpochEnd& end) {
-  if (!writer_ || !(step % options_.checkpoint_every == 0 || step == options_.steps || end.improved || end.stop))
-    return;
+  if (!(step % options_.checkpoint_every == 0 || step == options_.steps || end.improved || end.stop)) return;
+  const torch::nn::Module* extra = model_.checkpoint_extra(hooks_);  // collective
+  if (!writer_) return;
   meta_.step = step;
   meta_.epoch = epoch_of(step);
   meta_.training_window = training_window(net_->options(), options_.tile_at_epoch(meta_.epoch));
-  state_.rng = planned_states_.empty() ? sampler_.rng_state() : planned_states_.front();
+  state_.rng = planned_states_.empty() ? rng_states() : planned_states_.front();
   meta_.trainer_state = state_.to_json();
-  require_finite_weights(net_, step, last_);
+  require_finite_weights(model_.module(), step, last_);
   if (end.improved) best_checkpoint_ = RunLayout(options_.run_dir).best_checkpoint();
   if (!observer_) return;
-  const std::string bytes = checkpoint_bytes(net_, meta_, optimizer_.get());
+  torch::optim::Optimizer* optimizer = model_.optimizer_covers_model() ? optimizer_.get() : nullptr;
+  const std::string bytes = checkpoint_bytes(net_, meta_, optimizer, extra);
   observer_->on_checkpoint({CheckpointKind::kLast, step, bytes});
   if (options_.keep_last > 1) observer_->on_checkpoint({CheckpointKind::kStep, step, bytes, options_.keep_last});
   if (end.improved) observer_->on_checkpoint({CheckpointKind::kBest, step, bytes});
@@ -485,12 +547,13 @@ int64_t TrainOptions::tile_at_epoch(int64_t epoch) const {
   return t;
 }
 
-TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
-                  TrainHooks* hooks_in, const std::vector<TrainingPair>& validation, TrainObserver* observer) {
-  options.validate(net->options());
-  check_pairs(data, validation, net->options());
+namespace detail {
+
+TrainReport run_training(TrainModel& model, const std::vector<std::vector<TrainingPair>>& data,
+                         const TrainOptions& options, CheckpointMeta meta, TrainHooks* hooks_in,
+                         const std::vector<TrainingPair>& validation, TrainObserver* observer) {
   TrainHooks one_process;
-  Training run(net, data, options, std::move(meta), hooks_in ? *hooks_in : one_process, validation, observer);
+  Training run(model, data, options, std::move(meta), hooks_in ? *hooks_in : one_process, validation, observer);
   if (!options.resume.empty()) run.resume_from(options.resume);
   run.begin();
   int64_t step = run.first_step();
@@ -501,6 +564,16 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
     if (end.stop) return run.finish(step, true);
   }
   return run.finish(step - 1, false);
+}
+
+}  // namespace detail
+
+TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainOptions& options, CheckpointMeta meta,
+                  TrainHooks* hooks, const std::vector<TrainingPair>& validation, TrainObserver* observer) {
+  options.validate(net->options());
+  check_pairs(data, validation, net->options());
+  UNetModel model(net);
+  return detail::run_training(model, {data}, options, std::move(meta), hooks, validation, observer);
 }
 
 }  // namespace tessera

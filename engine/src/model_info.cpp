@@ -11,7 +11,7 @@
 
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/dsn_spec.hpp"
-#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/dsn_training.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/model_registry.hpp"

@@ -5,22 +5,38 @@
 #   - metrics.jsonl holds every step once, 1 … 40 in order (and every validation once): the
 #     resumed run rewrote the killed run's lines past N, kept those up to N byte for byte,
 #     and its own lines start at step N + 1 (its clock, elapsed_s, starts again there);
-#   - its per-step losses equal an uninterrupted run's with the same seed (same threads).
-# Usage: resume.sh TESSERA MAKE_SAMPLE
+#   - its per-step losses equal an uninterrupted run's with the same seed (same threads);
+#   - it validates at the same steps as the uninterrupted run (every epoch's end).
+# With `dsn` the run is a Domain Separation Network (1 source + 1 target) trained by the same
+# trainer: the same checks, and each step's four loss terms equal the uninterrupted run's too.
+# Usage: resume.sh TESSERA MAKE_SAMPLE [dsn]
 set -uo pipefail
-T="$1"; GEN="$2"
+T="$1"; GEN="$2"; KIND="${3:-unet}"
 W="$(mktemp -d /tmp/tessera-resume.XXXXXX)"
 pid=
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$W"' EXIT
-"$GEN" --out "$W/s" --size 256 --only scene >/dev/null || { echo "FAIL generator"; exit 1; }
-cat > "$W/train.yaml" <<YAML
+"$GEN" --out "$W/s" --size 256 --only scene --targets 1 >/dev/null || { echo "FAIL generator"; exit 1; }
+train='train: {tile: 32, batch: 2, accumulate: 2, steps: 40, steps_per_epoch: 10, seed: 3, checkpoint_every: 4,
+        optimizer: adamw, schedule: cosine, warmup_steps: 5, grad_clip: 2.0, foreground_fraction: 0.3}'
+if [ "$KIND" = dsn ]; then
+  cat > "$W/train.yaml" <<YAML
+model: {kind: dsn, preset: unet-tiny, classes: 4, base_filters: 8, levels: 3, norm: group, padding: same,
+        dsn: {private_filters: 4, recon_filters: 4, classifier_hidden: 16}}
+data:
+  source: {pairs: [{image: s/scene.tif, labels: s/scene_labels.tif}]}
+  targets: [{images: [s/scene_t1.tif]}]
+  holdout: {axis: x, fraction: 0.25}
+$train
+YAML
+else
+  cat > "$W/train.yaml" <<YAML
 model: {preset: unet-tiny, classes: 4, base_filters: 8}
 data:
   pairs: [{image: s/scene.tif, labels: s/scene_labels.tif}]
   holdout: {axis: x, fraction: 0.25}
-train: {tile: 32, batch: 2, accumulate: 2, steps: 40, steps_per_epoch: 10, seed: 3, checkpoint_every: 4,
-        optimizer: adamw, schedule: cosine, warmup_steps: 5, grad_clip: 2.0, foreground_fraction: 0.3}
+$train
 YAML
+fi
 common=(--config "$W/train.yaml" --threads 1 --no-progress)
 "$T" train "${common[@]}" --run-dir "$W/whole" > "$W/whole.log" 2>&1 || { echo "FAIL uninterrupted run: $(tail -2 "$W/whole.log")"; exit 1; }
 
@@ -59,6 +75,7 @@ if steps(whole) != list(range(1, 41)): fail(f"uninterrupted run has step lines {
 got = steps(resumed)
 if got != list(range(1, 41)):
     fail(f"resumed metrics.jsonl: step lines {got} (want 1 … 40, each once, in order)")
+if not vals(whole): fail("the uninterrupted run wrote no validation line")
 if vals(resumed) != vals(whole): fail(f"validation lines at steps {vals(resumed)}, uninterrupted {vals(whole)}")
 
 m = re.search(r"resumed from step (\d+) .*continuing at step (\d+) of 40", log)
@@ -78,6 +95,13 @@ a = {j["step"]: j["loss"] for _, j in whole if "loss" in j}
 b = {j["step"]: j["loss"] for _, j in resumed if "loss" in j}
 diff = [s for s in a if a[s] != b[s]]
 if diff: fail(f"losses differ at steps {diff[:5]}: {[(a[s], b[s]) for s in diff[:3]]}")
+terms = lambda rs: {j["step"]: j.get("loss_terms") for _, j in rs if "loss" in j}
+if terms(whole) != terms(resumed): fail("the loss terms of some step differ from the uninterrupted run's")
+va = {j["step"]: j["val_mean_dice"] for _, j in whole if "val_mean_dice" in j}
+vb = {j["step"]: j["val_mean_dice"] for _, j in resumed if "val_mean_dice" in j}
+if va != vb: fail(f"validation Dice differs: {va} vs {vb}")
+named = sorted({k for t in terms(whole).values() if t for k in t})
 print(f"ok   resumed from step {N}, its first line step {N + 1}; steps 1 … 40 once each, "
-      f"all 40 losses identical to the uninterrupted run (last {b[40]:.6f})")
+      f"all 40 losses{' and terms (' + ', '.join(named) + ')' if named else ''} identical to the uninterrupted run "
+      f"(last {b[40]:.6f}); validation Dice identical at steps {sorted(va)}")
 PY

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "memory_image.hpp"
-#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/dsn_training.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
@@ -155,7 +155,7 @@ TEST(Dsn, MetricsCarryTheWeightedTermsAndTheCheckpointLoads) {
   t.run_dir = (std::filesystem::temp_directory_path() / ("tessera-dsn-run-" + std::to_string(::getpid()))).string();
   CheckpointMeta meta{.model = small(), .norm = {{0.f, 0.f}, {1.f, 1.f}}, .class_names = {"a", "b", "c"}};
   RunWriter writer(t.run_dir);
-  train_dsn(dsn, domains, t, meta, nullptr, &writer);
+  train(dsn, domains, t, meta, nullptr, nullptr, {}, &writer);
   const MetricsLog log = read_metrics(RunLayout(t.run_dir).metrics());
   ASSERT_EQ(log.steps.size(), 3u);
   for (const StepMetrics& m : log.steps) {

@@ -322,8 +322,7 @@ const std::map<std::string, std::map<std::string, std::string>> kExact = {
       {"train.sync_batch_norm", "one replica (dp 1): the blocks' statistics are already the whole tile's"}}},
     {"domain",
      {{"train.scale_learning_rate", "one replica per domain scales the learning rate by 1"},
-      {"parallel.scale_learning_rate", "one replica per domain scales the learning rate by 1"},
-      {"train.validate", "a DSN run never validates (it says so, and names tessera eval): false asks for what it does"}}},
+      {"parallel.scale_learning_rate", "one replica per domain scales the learning rate by 1"}}},
 };
 
 // Keys a mode cannot run with another value, by mode, and why (the refusal is its own test).

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "../core/memory_image.hpp"
-#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/dsn_training.hpp"
 #include "tessera/parallel/modes/domain_hooks.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
 #include "tessera/run/run_layout.hpp"
@@ -84,7 +84,7 @@ torch::Tensor flat(const std::vector<torch::Tensor>& ps) {
   return torch::cat(v);
 }
 
-class LossRecorder : public DsnHooks {
+class LossRecorder : public TrainHooks {
  public:
   void on_step(int64_t, double loss) override { losses.push_back(loss); }
   std::vector<double> losses;
@@ -98,7 +98,7 @@ std::string temp_dir(const std::string& name) {
 
 // Trains the DSN of `s` for 4 steps: through `hooks` (domain parallel) with batch `batch`,
 // or as one process (hooks null); `recorded` receives the per-step losses.
-Result train_once(const DsnSetup& s, DsnHooks* hooks, int batch, std::vector<double>* recorded, const std::string& run_dir,
+Result train_once(const DsnSetup& s, DomainParallelHooks* hooks, int batch, std::vector<double>* recorded, const std::string& run_dir,
                   TrainObserver* observer = nullptr) {
   Domains data(s.domains);
   DsnOptions dsn;
@@ -135,12 +135,16 @@ Result train_once(const DsnSetup& s, DsnHooks* hooks, int batch, std::vector<dou
     torch::NoGradGuard g;
     for (auto& p : net->shared_parameters()) p.add_(0.5);
   }
+  if (hooks) hooks->bind(*net);
   CheckpointMeta meta;
   meta.model = net->unet->options();
   meta.norm = {{0.f, 0.f}, {1.f, 1.f}};
   meta.class_names = {"a", "b", "c"};
   LossRecorder one;
-  train_dsn(net, data.data, o, meta, hooks ? hooks : &one, observer);
+  if (hooks)
+    train(net, data.data, o, meta, hooks, hooks, {}, observer);
+  else
+    train(net, data.data, o, meta, &one, nullptr, {}, observer);
   if (!hooks && recorded) *recorded = one.losses;
   Result r;
   r.shared = flat(net->shared_parameters());
@@ -180,16 +184,28 @@ class RecordingDomainHooks : public DomainParallelHooks {
   std::vector<double> losses;
 };
 
-// The planted bug: shared gradients averaged over the ranks instead of summed.
-class AveragingDomainHooks : public RecordingDomainHooks {
+// The planted bugs: gradients averaged instead of summed — the shared parameters' over the
+// ranks (kShared), or each private encoder's over its group's replicas (kPrivate).
+enum class Averaged { kShared, kPrivate };
+template <Averaged which>
+class AveragingHooks : public RecordingDomainHooks {
  public:
   using RecordingDomainHooks::RecordingDomainHooks;
-  void on_gradients(DsnImpl& dsn) override {
-    DomainParallelHooks::on_gradients(dsn);
+  void on_gradients(UNet& net) override {
+    DomainParallelHooks::on_gradients(net);
     torch::NoGradGuard g;
-    for (auto& p : dsn.shared_parameters()) p.mutable_grad().div_(double(world().size()));
+    std::vector<torch::Tensor> averaged = dsn().shared_parameters();
+    if (which == Averaged::kPrivate) {
+      averaged.clear();
+      for (int d : dsn().parts->owned())
+        for (auto& p : dsn().parts->private_parameters(d)) averaged.push_back(p);
+    }
+    const double ranks = which == Averaged::kShared ? world().size() : replicas();
+    for (auto& p : averaged) p.mutable_grad().div_(ranks);
   }
 };
+using AveragingDomainHooks = AveragingHooks<Averaged::kShared>;
+using AveragingPrivateHooks = AveragingHooks<Averaged::kPrivate>;
 
 struct Comparison {
   double parameters = 0;  // worst over shared and this rank's private encoders
@@ -286,9 +302,18 @@ TEST(Domain, AveragingSharedGradientsIsCaught) {
   EXPECT_GT(c.parameters, 1e-3);
 }
 
+// Likewise for the data-parallel axis inside a domain group: averaging a private encoder's
+// gradient over its replicas (2 groups x 2 replicas) leaves the one-process bound.
+TEST(Domain, AveragingPrivateGradientsOverReplicasIsCaught) {
+  const DsnSetup s{2, OptimizerKind::kSgd, Similarity::kDann, Norm::kNone};
+  if (world().size() / groups_for(2) < 2) GTEST_SKIP() << "needs 2 replicas per domain group (mpirun -np 4)";
+  const Comparison c = compare<AveragingPrivateHooks>(s, groups_for(2));
+  EXPECT_GT(c.parameters, 1e-5);
+}
+
 // Collective. Every domain's private encoder, flat, as the ranks that trained it hold it: each
 // group's first replica fills its domains' rows and a sum over the world brings them to every
-// rank (on purpose not the checkpoint's own send/receive path, DomainParallelHooks::gather_private).
+// rank (the checkpoint gathers them alike, in core/src/dsn_training.cpp).
 std::map<int, torch::Tensor> trained_privates(const Result& r, const DomainParallelHooks& hooks, int domains) {
   const int64_t n = r.privates.begin()->second.numel();  // every domain's encoder has one shape
   torch::Tensor rows = torch::zeros({domains, n}, torch::kFloat);

@@ -6,8 +6,9 @@
 
 #include "train_parts.hpp"
 #include "tessera/core/error.hpp"
-#include "tessera/core/dsn_trainer.hpp"
+#include "tessera/core/dsn_training.hpp"
 #include "tessera/core/threads.hpp"
+#include "tessera/engine/operator_profile.hpp"
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
@@ -37,21 +38,28 @@ std::string describe_domains(const std::vector<int>& domains) {
 }
 
 // What the domain-parallel path refuses beyond the settings table (train_settings.hpp): the
-// grid of the other modes, the requests it cannot honour, registry models.
+// grid of the other modes, registry models.
 void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
   const std::string& config = request.config;
   if (c.parallel.pp > 1 || c.parallel.sp > 1)
     throw Error(config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
                 "supported with it");
-  if (!request.profile.empty()) throw Error("--profile: not supported with model.kind dsn");
-  if (!request.resume.empty()) throw Error("--resume: a DSN run cannot resume yet (its checkpoints hold no optimiser state)");
   if (!c.model.options.is_builtin())
     throw Error(config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
                 " cannot be one (use a unet preset)");
 }
 
-// The source as plain pairs (domain 0; its holdout is never trained on: score it with
-// tessera eval) and every target's images, unlabelled (domains 1…).
+// With several domain groups a rank holds only its domains' private encoders and their
+// optimiser state: the checkpoint gathers the encoders but not that state.
+void refuse_split_domains(const TrainRequest& request, int groups) {
+  if (groups > 1 && !request.resume.empty())
+    throw Error("--resume: " + std::to_string(groups) + " domain groups each hold only their domains' private encoders "
+                "and the checkpoint keeps no optimiser state for them; a DSN resumes when one group trains every "
+                "domain (--dp equal to the ranks)");
+}
+
+// The source as plain pairs (domain 0; its holdout is never trained on: with train.validate
+// the task network is validated on it at every epoch end) and every target's images, unlabelled (domains 1…).
 struct Domains {
   Dataset source;
   CheckpointMeta meta;
@@ -62,7 +70,6 @@ struct Domains {
 Domains open_domains(const std::string& config, RunConfig& c) {
   RunConfig source = c;
   source.data.pairs = c.data.source.pairs;
-  source.validate = false;
   Domains d;
   d.source = open_pairs(source, config);
   d.meta = describe_model(source, d.source, config);
@@ -96,9 +103,6 @@ void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const Mon
                (long long)dsn_recon_parameter_count(model, dsn_options),
                (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
                (long long)t.tile, t.batch, ranks, groups, hooks.replicas(), threads);
-  if (c.validate)  // train.validate's default: a DSN has no validation of its own yet
-    std::fprintf(stderr, "train: no validation during a DSN run: its source holdout is never trained on; score it with "
-                 "tessera eval --checkpoint %s\n", RunLayout(t.run_dir).last_checkpoint().c_str());
   for (int g = 0; g < groups; ++g)
     std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", g, g * hooks.replicas(),
                  (g + 1) * hooks.replicas() - 1,
@@ -126,10 +130,13 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
 
   parallel::Communicator& world = parallel::world();
   const int groups = parallel::domain_groups(world.size(), dsn_options.domains, c.parallel.dp);
+  refuse_split_domains(request, groups);
   MonitoredDomainHooks hooks(world, groups, dsn_options.domains);
   const bool root_rank = world.rank() == 0;
+  if (!request.resume.empty()) t.resume = resume_checkpoint(request.resume, t.run_dir, root_rank);
   const int threads = configure_threads(request.threads.value_or(0));
   Dsn dsn(model, dsn_options, hooks.domains(dsn_options.domains), t.seed);
+  hooks.bind(*dsn);
   if (root_rank) {
     c.parallel.dp = hooks.replicas();
     std::filesystem::create_directories(t.run_dir);
@@ -146,7 +153,10 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
     monitor.set_tiles_done(step * tiles);
   };
   RunWriter run_writer(t.run_dir);
-  const TrainReport r = train_dsn(dsn, data.pairs, t, data.meta, &hooks, &run_writer);
+  const TrainReport r = [&] {
+    const OperatorProfile profile(request.profile, root_rank);
+    return tessera::train(dsn, data.pairs, t, data.meta, &hooks, &hooks, data.source.validation, &run_writer);
+  }();
   monitor.set_phase("done");
   monitor.sample_now();
   print_telemetry_summary(world, monitor);

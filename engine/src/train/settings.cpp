@@ -74,10 +74,6 @@ std::vector<RefusedSetting> domain_refusals() {
       {"parallel.gradient_compression", "a DSN sums its gradients in fp32; use none"},
       {"parallel.fusion_mib", "a DSN sums its shared gradients in one allreduce per step, without buckets; leave it out"},
       {"parallel.overlap_allreduce", "a DSN sums its shared gradients after the backward, never during it; leave it out"},
-      {"train.early_stopping",
-       "a DSN has no validation to stop on (score its source holdout with tessera eval); use 0"},
-      {"train.accumulate", "a DSN step takes one batch per domain; use 1"},
-      {"train.grad_clip", "a DSN does not clip gradients yet; use 0"},
   };
   for (RefusedSetting s : pipeline_keys()) r.push_back(std::move(s));
   r.push_back(kSpatialMesh);

@@ -17,6 +17,7 @@
 #include "tessera/run/run_writer.hpp"
 
 namespace tessera::engine {
+namespace train {
 namespace {
 
 // `--resume auto`: RUN/checkpoints/last.pt; when that is damaged, the newest intact
@@ -44,6 +45,14 @@ std::string auto_resume_checkpoint(const std::string& run_dir, bool say) {
 }
 
 }  // namespace
+
+std::string resume_checkpoint(const std::string& resume, const std::string& run_dir, bool say) {
+  const std::string path = resume == "auto" ? auto_resume_checkpoint(run_dir, say) : resume;
+  if (say) std::fprintf(stderr, "train: resuming from %s\n", path.c_str());
+  return path;
+}
+
+}  // namespace train
 
 std::string config_relative(const std::string& config, const std::string& p) {
   namespace fs = std::filesystem;
@@ -95,10 +104,7 @@ void TrainJob::run() {
   check_parallel(c, grid, f.config);
   Hooks hooks = make_hooks(c, grid);
   const bool root_rank = grid.is_root();
-  if (!f.resume.empty()) {
-    t.resume = f.resume == "auto" ? auto_resume_checkpoint(t.run_dir, root_rank) : f.resume;
-    if (root_rank) std::fprintf(stderr, "train: resuming from %s\n", t.resume.c_str());
-  }
+  if (!f.resume.empty()) t.resume = resume_checkpoint(f.resume, t.run_dir, root_rank);
   const int threads = configure_threads(f.threads.value_or(0));
   torch::manual_seed(t.seed);
   UNet net(c.model.options);

@@ -80,6 +80,12 @@ void print_communication(const parallel::DataParallelHooks& h);
 void print_halo_exchange(const parallel::SpatialTrainHooks& h, int64_t steps);
 void print_report(const TrainReport& r);
 
+// ---- train_job.cpp ------------------------------------------------------------------------
+
+/// --resume PATH, or `auto`: RUN/checkpoints/last.pt, or when it is damaged the newest intact
+/// step-NNNNNN.pt (said on stderr when `say`); refused when there is none.
+std::string resume_checkpoint(const std::string& resume, const std::string& run_dir, bool say);
+
 // ---- dsn.cpp ------------------------------------------------------------------------------
 
 /// model.kind dsn: domain parallel over parallel::world().

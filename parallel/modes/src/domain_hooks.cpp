@@ -50,7 +50,7 @@ std::vector<int> DomainParallelHooks::domains(int total) const {
 int DomainParallelHooks::replica() const { return group_->rank(); }
 int DomainParallelHooks::replicas() const { return group_->size(); }
 
-void DomainParallelHooks::sum_replicas(torch::Tensor& t) {
+void DomainParallelHooks::sum(torch::Tensor& t) {
   if (group_->size() > 1) group_->allreduce(t, ReduceOp::kSum);
 }
 
@@ -58,55 +58,30 @@ void DomainParallelHooks::sum_all(torch::Tensor& t) {
   if (world_.size() > 1) world_.allreduce(t, ReduceOp::kSum);
 }
 
-std::vector<torch::Tensor> DomainParallelHooks::private_parameters(DsnImpl& dsn) const {
+DsnImpl& DomainParallelHooks::dsn() const {
+  TESSERA_CHECK(dsn_ != nullptr);  // bind() before training
+  return *dsn_;
+}
+
+std::vector<torch::Tensor> DomainParallelHooks::private_parameters() const {
   std::vector<torch::Tensor> p;
-  for (int d : dsn.parts->owned())
-    for (auto& t : dsn.parts->private_parameters(d)) p.push_back(t);
+  for (int d : dsn().parts->owned())
+    for (auto& t : dsn().parts->private_parameters(d)) p.push_back(t);
   return p;
 }
 
-void DomainParallelHooks::on_start(DsnImpl& dsn) {
-  broadcast_tensors(dsn.shared_parameters(), {&world_});
-  std::vector<torch::Tensor> buffers = dsn.unet->buffers();
-  for (auto& b : dsn.parts->recon->buffers()) buffers.push_back(b);
+void DomainParallelHooks::on_start(UNet& net) {
+  TESSERA_CHECK(net.get() == dsn().unet.get());
+  broadcast_tensors(dsn().shared_parameters(), {&world_});
+  std::vector<torch::Tensor> buffers = dsn().unet->buffers();
+  for (auto& b : dsn().parts->recon->buffers()) buffers.push_back(b);
   broadcast_tensors(buffers, {&world_});
-  broadcast_tensors(private_parameters(dsn), {group_.get()});
+  broadcast_tensors(private_parameters(), {group_.get()});
 }
 
-void DomainParallelHooks::on_gradients(DsnImpl& dsn) {
-  sum_gradients(dsn.shared_parameters(), {&world_});
-  sum_gradients(private_parameters(dsn), {group_.get()});
-}
-
-// Each private encoder travels flat from its owner (its group's first replica) to rank 0.
-void DomainParallelHooks::gather_private(DsnImpl& dsn, DsnPartsImpl& all) {
-  torch::NoGradGuard no_grad;
-  const int replicas = world_.size() / groups_;
-  for (int g = 0; g < groups_; ++g) {
-    const int owner = g * replicas;
-    for (int d : domains_of_group(g, groups_, domains_)) {
-      if (owner == 0 && world_.rank() == 0) {
-        auto src = dsn.parts->private_encoder(d)->parameters();
-        auto dst = all.private_encoder(d)->parameters();
-        for (size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
-      } else if (world_.rank() == owner) {
-        std::vector<torch::Tensor> flat;
-        for (auto& p : dsn.parts->private_encoder(d)->parameters()) flat.push_back(p.detach().reshape({-1}));
-        world_.send(torch::cat(flat), 0, d);
-      } else if (world_.rank() == 0) {
-        auto dst = all.private_encoder(d)->parameters();
-        int64_t n = 0;
-        for (auto& p : dst) n += p.numel();
-        torch::Tensor flat = torch::empty({n}, torch::kFloat);
-        world_.recv(flat, owner, d);
-        int64_t at = 0;
-        for (auto& p : dst) {
-          p.copy_(flat.narrow(0, at, p.numel()).view(p.sizes()));
-          at += p.numel();
-        }
-      }
-    }
-  }
+void DomainParallelHooks::on_gradients(UNet& /*net*/) {
+  sum_gradients(dsn().shared_parameters(), {&world_});
+  sum_gradients(private_parameters(), {group_.get()});
 }
 
 }  // namespace tessera::parallel

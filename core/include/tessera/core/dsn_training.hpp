@@ -1,0 +1,86 @@
+#pragma once
+// Training a Domain Separation Network (dsn.hpp): a labelled source domain (0) and unlabelled
+// target domains (1 … D−1), each drawing its own random tiles. The DSN is a model and its loss
+// terms for the one trainer (trainer.hpp): the same steps, schedule, accumulation, clipping,
+// checkpoints (the U-Net, every domain's private encoder, decoder and classifier, the
+// optimiser), resume, validation (of the task network on the source's holdout), early
+// stopping and reports — the step's line carries the four terms. Domain parallelism is a
+// placement (DomainPlacement, below; parallel/modes/domain_hooks.hpp implements it beside
+// TrainHooks): which domains' tiles and private encoders this process has; one process has
+// them all.
+//
+// Exactness. The step's loss is the single-device DSN's sum over domains (dsn_spec.hpp), and
+// every term is a function of sums over the domains' global batches:
+//   - task: the source's loss statistics (losses.hpp) summed over its replicas (hooks.sum);
+//   - reconstruction: Σ_i simse_i / B over each domain's global batch of B tiles;
+//   - difference: G = Σ rows Ĥ_cᵀ Ĥ_p summed over the domain's replicas, ‖G / M‖²_F;
+//   - DANN: per level, Σ over samples and positions of CE(classifier(GRL(h)), d) / (D · B ·
+//     positions), averaged over the levels;
+//   - MMD: every domain's pooled codes gathered (placement.sum_all of a D × B × C buffer, each
+//     process filling its own rows), the MMD² of the source against each target.
+// A process's own terms keep their graph and the others' enter as constants, so its backward
+// is its share of the gradient; the hooks' on_gradients SUMS the shares (shared parameters
+// over every process, private encoders over their domain's replicas). Domain d's tiles come
+// from the stream seeded by seed + 7919·(d + 1), the global batch of batch × replicas tiles
+// as TrainHooks describe, so 1 process with batch P·b takes the steps of P replicas × b.
+// With accumulate > 1 the step's loss is the mean of its micro-batches' DSN losses.
+//
+// A process that does not hold every private encoder (several domain groups) writes
+// checkpoints whose private encoders are gathered from their owners but that hold no
+// optimiser state: such a run cannot be resumed (the engine refuses it). grad_clip takes the
+// global norm there too (the shared gradients' once, each private encoder's once).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "tessera/core/checkpoint.hpp"
+#include "tessera/core/dsn.hpp"
+#include "tessera/core/train_hooks.hpp"
+#include "tessera/core/train_observer.hpp"
+#include "tessera/core/trainer.hpp"
+
+namespace tessera {
+
+/// Where a DSN's domains are: the domains whose tiles and private encoders this process has,
+/// and a sum over every process of the run (what a loss term needs from the other domains).
+class DomainPlacement {
+ public:
+  virtual ~DomainPlacement() = default;
+  /// The domains this process trains out of `total`, ascending.
+  virtual std::vector<int> domains(int total) const = 0;
+  /// In place: element-wise sum of a CPU tensor over every process (every domain and replica).
+  virtual void sum_all(torch::Tensor& t) = 0;
+};
+
+/// The checkpoint description's extra_model for `dsn`: {"kind": "dsn", "domains", "options"}.
+std::string dsn_extra_model(const DsnOptions& dsn);
+/// Reads it back; throws tessera::Error when it is not a DSN's.
+DsnOptions dsn_options_from_extra_model(const std::string& json);
+
+/// What DSN training refuses, checked before anything runs (the CLI calls it before it makes
+/// a run directory): throws tessera::Error naming the field or the file (a target image whose
+/// bands or dimensions are not the source's, a source without labels).
+void check_dsn_training(const UNetOptions& unet, const DsnOptions& dsn,
+                        const std::vector<std::vector<TrainingPair>>& domains, const TrainOptions& options);
+
+/// Trains `dsn` in place on `domains` (index 0 the source with labels, the others targets:
+/// pairs with labels == nullptr) with the one trainer. `hooks` synchronise every part of the
+/// DSN (domain_hooks.hpp), `placement` says where its domains are (null: all here, sums over
+/// the hooks' replicas); `dsn`'s private encoders must be placement->domains()'. `meta` describes the U-Net (norm: the source's normalisation, used for
+/// every domain, as inference will); its extra_model is filled in. `validation`: the source's
+/// held-out pairs, scored with the task network. Otherwise as train(UNet&, …).
+TrainReport train(Dsn& dsn, const std::vector<std::vector<TrainingPair>>& domains, const TrainOptions& options,
+                  CheckpointMeta meta, TrainHooks* hooks = nullptr, DomainPlacement* placement = nullptr,
+                  const std::vector<TrainingPair>& validation = {}, TrainObserver* observer = nullptr);
+
+/// A DSN checkpoint's every part: the U-Net and DsnParts of all domains.
+struct LoadedDsn {
+  Dsn dsn{nullptr};
+  CheckpointMeta meta;
+};
+/// Throws tessera::Error("<path>: …") as load_checkpoint, or when the file is not a DSN's.
+LoadedDsn load_dsn_checkpoint(const std::string& path);
+
+}  // namespace tessera
