@@ -136,12 +136,16 @@ void MainWindow::connectRaster() {
     OverlayStyle s = legend_->style();
     s.colors = raster_->overlayStyle().colors;  // the label file's colour table, if any
     // Class 0 starts checked where the labels say it is a class (data.background: none, e.g.
-    // water), unchecked where it is the background or nothing says; a choice the user made
-    // stays while the same labels (or a live run's growing mosaic) reload.
+    // water), unchecked where they say it is the background. Labels that say nothing leave it
+    // as it is, unless the last labels set it (their statement does not carry over); a choice
+    // the user made stays while the same labels (or a live run's growing mosaic) reload.
     const QString labels_key = run_dir_.isEmpty() ? labels_path_ : run_dir_;
     if (labels_key != background_for_) {
       background_for_ = labels_key;
-      s.visible[0] = raster_->labelMeta() && raster_->labelMeta()->background == "none";
+      const std::string said = raster_->labelMeta() ? raster_->labelMeta()->background : std::string();
+      if (!said.empty()) s.visible[0] = said == "none";
+      else if (background_said_) s.visible[0] = false;
+      background_said_ = !said.empty();
     }
     legend_->setStyle(s);
     refreshNames();

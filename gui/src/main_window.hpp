@@ -101,7 +101,8 @@ class MainWindow : public QMainWindow {
   QLabel* readout_;
   QProgressBar* progress_;
   QString image_path_, labels_path_;
-  QString background_for_;  // the labels (or run) whose class 0 visibility was set from LABEL_BACKGROUND
+  QString background_for_;  // the labels (or run) whose LABEL_BACKGROUND was last looked at
+  bool background_said_ = false;  // and whether they stated one
   std::vector<int> bands_;
   QString last_message_;
   bool volume_ready_ = false;
