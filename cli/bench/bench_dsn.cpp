@@ -4,7 +4,7 @@
 // launches
 //   mpirun -np 1+N tessera bench dsn --worker-domains 1+N …   (domain parallel)
 //   tessera bench dsn --worker-domains 1+N …                  (one process, every domain)
-// and reads back the worker's JSON line. A worker trains --steps DSN steps (train_dsn: no
+// and reads back the worker's JSON line. A worker trains --steps DSN steps (the one trainer, train(Dsn&, …): no
 // observer, no progress, checkpoints only the collective one at the last step) on synthetic
 // domains whose pixels are computed when read, so the data costs no memory, and reports per
 // rank:

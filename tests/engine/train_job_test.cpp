@@ -38,7 +38,6 @@ TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
       {"parallel: {gradient_compression: bf16}\n", "parallel.gradient_compression"},
       {"parallel: {fusion_mib: 4}\n", "parallel.fusion_mib"},
       {"parallel: {overlap_allreduce: false}\n", "parallel.overlap_allreduce"},
-      {"train: {early_stopping: 3}\n", "train.early_stopping"},
       {"train: {precision: bf16}\n", "train.precision"},
       {"parallel: {pp: 2}\n", "--pp and --sp"},
   };
@@ -47,12 +46,15 @@ TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
     EXPECT_NE(e.find(key), std::string::npos) << yaml << " -> " << e;
     EXPECT_EQ(e.find("/nonexistent/a.tif"), std::string::npos) << yaml << " was not refused before reading: " << e;
   }
+  // The one trainer's settings and requests are the DSN's too: these get as far as the image.
+  for (const char* yaml : {"train: {early_stopping: 3}\n", "train: {accumulate: 2, grad_clip: 1.0}\n"})
+    EXPECT_NE(dsn_error(yaml).find("/nonexistent/a.tif"), std::string::npos) << yaml << " -> " << dsn_error(yaml);
   TrainRequest profiled;
   profiled.profile = "trace.json";
-  EXPECT_NE(dsn_error("", profiled).find("--profile"), std::string::npos);
+  EXPECT_NE(dsn_error("", profiled).find("/nonexistent/a.tif"), std::string::npos) << dsn_error("", profiled);
   TrainRequest resumed;
   resumed.resume = "auto";
-  EXPECT_NE(dsn_error("", resumed).find("--resume"), std::string::npos);
+  EXPECT_NE(dsn_error("", resumed).find("/nonexistent/a.tif"), std::string::npos) << dsn_error("", resumed);
 }
 
 }  // namespace
