@@ -480,9 +480,9 @@ TEST(Spatial, TestNetworksEqualOneProcess) {
 // (x.flatten(2).mean(2)) fails both cases.
 TEST(Spatial, SeUNetEqualsOneProcess) {
   expect_same_as_one_process(plugin_net("se-unet", "instance", 1, 3, 3),
-                             plugin_case("se-unet 3-D, instance norm", {2, 1, 8, 8, 12}, mesh_3d(), 4, Objective::kLinear));
+                             plugin_case("se-unet 3-D, instance norm", {2, 1, 16, 8, 12}, mesh_3d(), 4, Objective::kLinear));
   expect_same_as_one_process(plugin_net("se-unet", "none", 1, 3, 3),
-                             plugin_case("se-unet 3-D", {2, 1, 8, 8, 12}, split_first(3), 4, Objective::kLoss));
+                             plugin_case("se-unet 3-D", {2, 1, 16, 8, 12}, split_first(3), 4, Objective::kLoss));
 }
 
 // --- refusals ---------------------------------------------------------------------------------
