@@ -79,7 +79,10 @@ std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string
 }
 
 std::string summary_field(const std::string& out, const std::string& key) {
-  const size_t at = out.find(key);
+  // The summary's own field follows ", " (a reason in parentheses may use the same words:
+  // "tiles of 32 would recompute 6.25x").
+  size_t at = out.find(", " + key);
+  at = at == std::string::npos ? out.find(key) : at + 2;
   return at == std::string::npos ? "" : out.substr(at, out.find_first_of(",\n", at) - at);
 }
 
@@ -234,7 +237,7 @@ void print_speed_rows(const BenchInferOptions& f, const SpeedRows& rows, nlohman
     report["tessera_stream"] = rows.stream.json(px, flops);
     const std::string note = agreement(tiles_labels, (dir / "labels_stream.tif").string(), "tiles'", report["tessera_stream"]);
     rows.stream.print("tessera infer --mode stream", px, flops, note);
-    std::printf("  stream: %s, %s\n", summary_field(rows.stream.out, "recompute").c_str(),
+    std::printf("  stream: %s, %s\n", summary_field(rows.stream.out, "recompute ").c_str(),
                 summary_field(rows.stream.out, "strips of").c_str());
   }
   if (!f.ref) return;
