@@ -79,7 +79,10 @@ std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string
 }
 
 std::string summary_field(const std::string& out, const std::string& key) {
-  const size_t at = out.find(key);
+  // The summary's own field follows ", " (a reason in parentheses may use the same words:
+  // "tiles of 32 would recompute 6.25x").
+  size_t at = out.find(", " + key);
+  at = at == std::string::npos ? out.find(key) : at + 2;
   return at == std::string::npos ? "" : out.substr(at, out.find_first_of(",\n", at) - at);
 }
 
@@ -234,7 +237,7 @@ void print_speed_rows(const BenchInferOptions& f, const SpeedRows& rows, nlohman
     report["tessera_stream"] = rows.stream.json(px, flops);
     const std::string note = agreement(tiles_labels, (dir / "labels_stream.tif").string(), "tiles'", report["tessera_stream"]);
     rows.stream.print("tessera infer --mode stream", px, flops, note);
-    std::printf("  stream: %s, %s\n", summary_field(rows.stream.out, "recompute").c_str(),
+    std::printf("  stream: %s, %s\n", summary_field(rows.stream.out, "recompute ").c_str(),
                 summary_field(rows.stream.out, "strips of").c_str());
   }
   if (!f.ref) return;
@@ -310,13 +313,16 @@ void run_bench_infer(const BenchInferOptions& f) {
   const int threads = configure_threads(f.threads);
   nlohmann::json report{{"threads", threads}};
   if (f.speed) compare_with_reference(f, threads, report);
+  // Before this process measures the convolution peak: a child's ru_maxrss starts from this
+  // process's high-water RSS (posix_spawn shares its memory until exec), and the peak's
+  // tensors would raise it above a small scene's whole run.
+  if (f.memory) memory_rows(f, threads, report);
+  if (f.volume > 0) volume_rows(f, threads, report);
 
   const double peak = conv_peak_gflops();
   std::printf("\nconvolution peak (3x3, 64->64, 512^2): %.1f GFLOP/s\n", peak);
   report["conv_peak_gflops"] = peak;
   if (f.small) small_rows(f, threads, peak, report);
-  if (f.memory) memory_rows(f, threads, report);
-  if (f.volume > 0) volume_rows(f, threads, report);
   std::cout << "\n" << report.dump() << std::endl;
 }
 

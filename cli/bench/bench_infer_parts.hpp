@@ -23,7 +23,8 @@ cli::ChildResult tessera_infer(const BenchInferOptions& f, const std::string& in
 /// through io::open_image, rasters and volumes alike).
 std::pair<int64_t, int64_t> equal_labels(const std::string& a, const std::string& b);
 
-/// What follows `key` in infer's summary line, up to the next comma ("" when absent).
+/// `key` and what follows it in infer's summary line, up to the next comma ("" when absent);
+/// the field after ", " first.
 std::string summary_field(const std::string& out, const std::string& key);
 
 constexpr int kRowLabel = 62;  ///< width of the tables' first column

@@ -91,7 +91,7 @@ void volume_rows(const BenchInferOptions& f, int threads, nlohmann::json& report
     const std::string how = m == 0 ? summary_field(out[m], "tile ") : summary_field(out[m], "strips of ");
     std::printf("  %-22s %s s, peak RSS %s MiB, %s, %s\n", m == 0 ? "--tile auto" : "--mode stream",
                 median_and_spread(seconds[m], 2).c_str(), median_and_spread(rss[m], 1).c_str(), how.c_str(),
-                summary_field(out[m], "recompute").c_str());
+                summary_field(out[m], "recompute ").c_str());
     rows[m == 0 ? "tiles" : "stream"] = {{"seconds", median_of(seconds[m])}, {"peak_rss_mib", median_of(rss[m])},
                                          {"runs_seconds", seconds[m]}, {"runs_peak_rss_mib", rss[m]}};
   }
