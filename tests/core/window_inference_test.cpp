@@ -188,12 +188,12 @@ TEST(SlidingWindow, InstanceNormModelInferredWithTheDefaultsScoresAsPatchByPatch
   TrainOptions o;
   o.tile = kPatch;
   o.batch = 4;
-  o.steps = 300;
-  o.steps_per_epoch = 300;
+  o.steps = 150;
+  o.steps_per_epoch = 150;
   o.optimizer.learning_rate = 3e-3;
   o.foreground_fraction = 0.5;
   o.seed = 7;
-  o.checkpoint_every = 300;
+  o.checkpoint_every = 150;
   o.progress = false;
   o.run_dir = run.string();
   CheckpointMeta meta;
@@ -221,8 +221,11 @@ TEST(SlidingWindow, InstanceNormModelInferredWithTheDefaultsScoresAsPatchByPatch
   std::printf("Dice: patch by patch %.4f, gaussian windows (default) %.4f, whole image one tile %.4f\n", patchwise,
               windows, whole);
   EXPECT_GT(patchwise, 0.8);  // the model learned the squares: the comparison means something
-  EXPECT_NEAR(windows, patchwise, 0.02);
-  EXPECT_GT(std::abs(whole - patchwise), 0.02);  // what the bound guards against does happen here
+  // No loss against the model run as it was trained. Not a two-sided bound: blended windows
+  // weight down each window's zero-padded border, which isolated patches cannot, and score
+  // higher here (0.988 against 0.957 when written).
+  EXPECT_GE(windows, patchwise - 0.02);
+  EXPECT_LT(whole, patchwise - 0.02);  // what the bound guards against does happen here (0.854)
   fs::remove_all(run);
 }
 
