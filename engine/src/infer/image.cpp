@@ -19,6 +19,7 @@
 #include "tessera/parallel/modes/device_monitor.hpp"
 #include "tessera/parallel/modes/sample_parallel.hpp"
 #include "tessera/parallel/modes/spatial.hpp"
+#include "tessera/run/process_memory.hpp"
 
 namespace tessera::engine::infer {
 namespace {
@@ -115,10 +116,20 @@ void label_sample_parallel(const InferOptions& o, UNet& net, const ImageSource& 
               spread.c_str(), tile.summary().c_str(), r.seconds, group.size(), threads);
 }
 
+// The process's peak resident memory so far beside the memory model's prediction for the run
+// (tile_choice.hpp: baseline + inference_bytes or stream_footprint); "" when nothing was predicted.
+std::string memory_against_model(int64_t predicted) {
+  if (predicted <= 0) return "";
+  const double peak = double(peak_resident_bytes()), mib = double(1 << 20);
+  return fmt::format(", peak RSS {:.0f} MiB, predicted {:.0f} MiB ({:+.1f} %)", peak / mib, double(predicted) / mib,
+                     100.0 * (double(predicted) - peak) / peak);
+}
+
 void print_summary(const InferredImage& image, const InferenceReport& r, const TileChoice& tile, const ImageRun& run,
                    const std::string& spatial, const std::string& probabilities, int threads) {
   const std::string rate = fmt::format("{:.2f} s, {:.3f} Mpx/s, {:.2f} useful GFLOP/s", r.seconds, r.pixels / 1e6 / r.seconds,
-                                       r.useful_gflops / r.seconds);
+                                       r.useful_gflops / r.seconds) +
+                           memory_against_model(run.strip ? run.strip->predicted_bytes : tile.predicted_bytes);
   if (run.strip)
     std::printf("%s -> %s: %lld strips, %s, %s, %s, recompute %.2fx, carried %s, %d threads\n", image.input.c_str(),
                 image.output.c_str(), (long long)r.tiles, run.why.c_str(), run.strip->summary().c_str(), rate.c_str(),
