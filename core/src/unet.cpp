@@ -212,6 +212,8 @@ torch::Tensor run_layers(const LayerSequence& seq, int first, int last, std::vec
         const int e = skip_consumed_at(seq, i);
         const bool produced_here = seq.skips[static_cast<size_t>(e)].producer >= first;
         x = torch::cat({produced_here ? center_crop(kept.at(e), x) : skips_in.at(e), x}, 1);
+        // Consumed: without gradients nothing else holds it (memory_model.hpp frees a skip here).
+        kept.erase(e);
         break;
       }
     }

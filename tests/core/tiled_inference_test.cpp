@@ -7,6 +7,8 @@
 #include <functional>
 
 #include "memory_image.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
+#include "tessera/core/memory_model.hpp"
 #include "tessera/core/inference.hpp"
 #include "tessera/core/tensor_io.hpp"
 
@@ -238,6 +240,33 @@ TEST(TiledInference, RejectsATileOffThePoolingGrid) {
   MemoryImage image({40, 40}, 4, pattern);
   MemorySink sink({40, 40});
   EXPECT_THROW(infer_labels(net, image, identity_normalization(4), sink, InferenceOptions().with_tile(12)), Error);
+}
+
+// The seam between `--tile auto` and the loop it sizes: the largest total of live tensors
+// of a tiled run (every CPU buffer counted by the tensor cache, the weights made before it)
+// is the memory model's inference_bytes less the weights, for one tile (nothing read ahead)
+// and for many (the next tile read on the reader thread meanwhile).
+TEST(TiledInference, PeakLiveTensorsAreWhatTheMemoryModelPredicts) {
+  torch::manual_seed(8);
+  const auto o = unet_preset("unet-tiny");
+  UNet net(o);
+  const int64_t weights = 4 * unet_parameter_count(o);
+  for (const auto& [side, tile] : {std::pair<int64_t, int64_t>{512, 512}, {512, 128}}) {
+    MemoryImage image({side, side}, 4, pattern);
+    MemorySink sink({side, side});
+    int64_t peak = 0;
+    {
+      CpuTensorCacheScope cache(1);
+      infer_labels(net, image, identity_normalization(4), sink, InferenceOptions().with_tile(tile).with_progress(false));
+      peak = CpuTensorCacheScope::stats().peak_live_bytes;
+    }
+    const Index steps = clamped_steps({side, side}, tile, unet_alignment(o));
+    const int64_t predicted = inference_bytes(o, steps, 1, tile < side) - weights;
+    std::printf("tile %lld of %lld²: %lld bytes live at the peak, %lld predicted\n", (long long)tile, (long long)side,
+                (long long)peak, (long long)predicted);
+    EXPECT_NEAR(double(peak) / double(predicted), 1.0, 0.15) << "tile " << tile << ": " << peak << " live at the peak, "
+                                                            << predicted << " predicted";
+  }
 }
 
 }  // namespace

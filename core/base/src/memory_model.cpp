@@ -49,7 +49,7 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     for (const auto& s : seq.skips)
       if (s.producer < first && s.consumer >= first && s.consumer <= last) received += s.cropped_elements * kFloatBytes;
   }
-  int64_t kept = 0, work = 0;
+  int64_t kept = 0, work = 0, block_input = 0;
   for (int x = first; x <= last; ++x) {
     const Layer& l = seq.layers[x];
     t.fixed += layer_bytes(l, 1, training) - (training ? l.saved_bytes : 0);
@@ -60,8 +60,15 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
       work = std::max(work, received + kept + live);
       continue;
     }
-    // Inference: skips this stage holds at layer x (after their producer, up to and including
-    // the concatenation): those consumed here, whether produced here or received.
+    // Inference, as run_layers (unet.cpp) holds tensors: a ReLU after the stage's first layer
+    // runs in place (one tensor); a convolution block's input stays alive until the block ends
+    // (the next pooling, up-sampling or head), so it sits beside every later layer of the block.
+    if (l.kind == LayerKind::kActivation && x > first) live = l.out_elements * kFloatBytes;
+    if (l.kind == LayerKind::kPool || l.kind == LayerKind::kUp || l.kind == LayerKind::kHead) block_input = 0;
+    if (l.kind == LayerKind::kConv && l.name.ends_with(".conv0")) block_input = l.in_elements * kFloatBytes;
+    else live += block_input;
+    // Skips this stage holds at layer x (after their producer, up to and including the
+    // concatenation, which releases them): those consumed here, whether produced here or received.
     for (const auto& s : seq.skips)
       if (s.consumer <= last && s.consumer >= first && s.producer < x && x <= s.consumer)
         live += (s.producer >= first ? s.elements : s.cropped_elements) * kFloatBytes;
@@ -128,7 +135,7 @@ LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_si
   return seq;
 }
 
-int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch) {
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch, bool read_ahead) {
   TESSERA_CHECK(batch >= 1 && static_cast<int>(steps.size()) == model.dims);
   Index sides;
   for (int64_t s : steps) sides.push_back(s + unet_remainder(model) + 2 * unet_halo(model));
@@ -136,9 +143,12 @@ int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch)
   const int64_t weights = kFloatBytes * seq.parameter_count();
   const int64_t network = stage_bytes(seq, 0, seq.size() - 1, 1, StageMemoryOptions{}.with_training(false)) - weights;
   const Layer& first = seq.layers.front();
-  const int64_t window = first.in_elements * kFloatBytes + first.in_elements / first.in_channels;  // values + valid
-  const int64_t loop = 2 * window + 2 * first.in_elements * kFloatBytes + seq.layers.back().out_elements * kFloatBytes;
-  return weights + std::llround(kInferenceAllocatorSlack * double(batch) * double(network + loop));
+  const int64_t values = first.in_elements * kFloatBytes, valid = first.in_elements / first.in_channels;
+  // The batch being computed: its stacked input and valid masks (the network's own working
+  // set counts the channels-last copy of the input at the first convolution). The batch read
+  // ahead on the reader thread meanwhile: its windows' values, their stacked copy and masks.
+  const int64_t loop = values + valid + (read_ahead ? 2 * values + valid : 0);
+  return weights + int64_t(batch) * (network + loop);
 }
 
 }  // namespace tessera

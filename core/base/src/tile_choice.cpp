@@ -183,8 +183,10 @@ TileChoice choose_tile(const TileChoiceOptions& o, const Index& extent, int64_t 
 
 TileChoice choose_tile(const TileChoiceOptions& options, const Index& extent, const UNetOptions& model, int batch,
                        int64_t baseline_bytes) {
-  return choose_tile(options, extent, unet_alignment(model),
-                     [&](const Index& steps) { return baseline_bytes + inference_bytes(model, steps, batch); });
+  return choose_tile(options, extent, unet_alignment(model), [&](const Index& steps) {
+    // The loop reads the next batch while this one runs unless one batch holds every tile.
+    return baseline_bytes + inference_bytes(model, steps, batch, tile_count(extent, steps) > batch);
+  });
 }
 
 double tile_recompute(const UNetOptions& model, const Index& extent, int64_t tile) {

@@ -19,6 +19,7 @@
 #include "tessera/parallel/modes/device_monitor.hpp"
 #include "tessera/parallel/modes/sample_parallel.hpp"
 #include "tessera/parallel/modes/spatial.hpp"
+#include "tessera/run/process_memory.hpp"
 
 namespace tessera::engine::infer {
 namespace {
@@ -122,10 +123,22 @@ void label_sample_parallel(const InferOptions& o, UNet& net, const ImageSource& 
               (long long)r.tiles_skipped, spread.c_str(), how.c_str(), r.seconds, work.c_str(), group.size(), threads);
 }
 
+// The process's peak resident memory so far beside the memory model's prediction for the run
+// (tile_choice.hpp: baseline + inference_bytes or stream_footprint); "" when nothing was predicted.
+std::string memory_against_model(int64_t predicted) {
+  if (predicted <= 0) return "";
+  const double peak = double(peak_resident_bytes()), mib = double(1 << 20);
+  return fmt::format(", peak RSS {:.0f} MiB, predicted {:.0f} MiB ({:+.1f} %)", peak / mib, double(predicted) / mib,
+                     100.0 * (double(predicted) - peak) / peak);
+}
+
 void print_summary(const InferredImage& image, const InferenceReport& r, const TileChoice& tile, const ImageRun& run,
                    const std::string& spatial, const std::string& probabilities, int threads) {
   const std::string rate = fmt::format("{:.2f} s, {:.3f} Mpx/s, {:.2f} useful GFLOP/s", r.seconds, r.pixels / 1e6 / r.seconds,
-                                       r.useful_gflops / r.seconds);
+                                       r.useful_gflops / r.seconds) +
+                           memory_against_model(run.sliding ? 0
+                                                : run.strip ? run.strip->predicted_bytes
+                                                            : tile.predicted_bytes);
   const std::string window = run.window_why.empty() ? "" : run.window_why + ", ";
   if (run.sliding)
     std::printf("%s -> %s: %lld windows, %s, %s, read %.2fx, %d threads\n", image.input.c_str(), image.output.c_str(),

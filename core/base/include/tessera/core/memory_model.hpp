@@ -21,8 +21,10 @@
 //              Micro-batches in flight: M for GPipe, min(M, K − s) for 1F1B stage s (0-based).
 //              With activation checkpointing the whole micro-batches hold their received
 //              tensors only (`always`), or all but one of them do (`except_last`).
-//   inference: 4 B per parameter + max over the stage's layers of (input + output + skip
-//              tensors the stage holds at that layer).
+//   inference: 4 B per parameter + max over the stage's layers of what run_layers (unet.cpp)
+//              holds there: the layer's input and output (one tensor for an in-place ReLU),
+//              its convolution block's input (kept until the block ends) and the skip tensors
+//              the stage holds at that layer (released by their concatenation).
 // Plus a fixed per-process baseline (LibTorch, MPI buffers) in the planner.
 #include <cstdint>
 #include <string>
@@ -102,16 +104,19 @@ LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_si
 /// autograd): predicted peak bytes, per-process baseline excluded, for `batch` tiles of inset
 /// `steps` per axis (a tile clamped to a thin image is no cube; each axis reads step + r + 2ε).
 /// The network's share is stage_bytes()' inference model for one stage holding every layer
-/// (weights + per tile the largest working set: a layer's input and output and the skips
-/// alive at it); beside it the tiled loop holds the input windows of this batch and of the
-/// next (read ahead), their stacked and channels-last copies, and the logits it hands on.
-/// Those tensors are multiplied by kInferenceAllocatorSlack. Throws tessera::Error when the
-/// network cannot take a side.
-int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch);
-/// Peak resident bytes above the baseline per byte of tensors alive at once, measured for
-/// `tessera infer` (LibTorch 1.13 CPU, glibc malloc, 2-D and 3-D, tiles 40 … 2048): 1.3 with one
-/// tile, up to 2.8 with many — oneDNN reorders and workspaces, and the allocator keeping the
-/// blocks of earlier tiles. The upper end, so a budget holds.
+/// (weights + per tile the largest working set: a layer's input and output, the block input
+/// run_layers keeps until the block ends, and the skips alive at it); beside it the tiled loop
+/// holds the batch's stacked input and valid masks and, with `read_ahead` (more tiles than one
+/// batch), the next batch being read: its windows, their stacked copy and masks. Bytes of
+/// tensors, no allocator factor: LibTorch's CPU allocator is the tensor cache
+/// (cpu_tensor_cache.hpp), whose footprint never passes the largest live total, and the
+/// channels-last convolutions run without reorder buffers (measured: the RSS peak of a 2048²
+/// unet-tiny forward exceeds its largest live tensor total by 20 MiB; docs/measured-results.md).
+/// Throws tessera::Error when the network cannot take a side.
+int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch, bool read_ahead = true);
+/// Peak resident bytes above the baseline per byte of the stream's tensors, measured for
+/// `tessera infer --mode stream` (LibTorch 1.13 CPU, glibc malloc): many small strips' buffers
+/// come and go, and the allocator keeps their blocks. The upper end, so a budget holds.
 inline constexpr double kInferenceAllocatorSlack = 3.0;
 
 /// Streamed inference (core/stream_executor.hpp) over a whole padded input of `whole_input`
