@@ -47,17 +47,10 @@ TIE=$(awk -v b=$BOUND 'BEGIN { print 2 * b }')  # a near-tie: top two within 2·
 # top-two gap of every voxel, and a label may differ only where it is at most 2·BOUND (so at
 # most as many voxels as there are such near-ties). Exit 1 otherwise.
 differing() {
-  /usr/bin/python3 - "$BOUND" "$@" <<'PY'
-import struct, sys
+  PYTHONPATH="$(dirname "$0")/../lib" /usr/bin/python3 - "$BOUND" "$@" <<'PY'
+import sys
 import numpy as np
-def labels(path):
-    if path.endswith(".nii"):
-        raw = open(path, "rb").read()
-        dims = struct.unpack_from("<8h", raw, 40)
-        offset = int(struct.unpack_from("<f", raw, 108)[0])
-        return np.frombuffer(raw, np.uint8, int(np.prod(dims[1:1 + dims[0]])), offset).reshape(dims[dims[0]:0:-1])
-    from osgeo import gdal
-    return gdal.Open(path).ReadAsArray()
+from label_arrays import labels
 bound, ref, out, rest = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 a, b = labels(ref), labels(out)
 if a.shape != b.shape:

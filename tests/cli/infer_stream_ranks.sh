@@ -17,17 +17,10 @@ vol=(--model unet3d-tiny --filters 4 --classes 3 --init random --seed 2 --no-pro
 # equal A B [MIN_SHARE]: the labels of two outputs (GeoTIFF through GDAL, NIfTI-1 .nii from its
 # header) are identical, or with MIN_SHARE at least that share of them is.
 equal() {
-  /usr/bin/python3 - "$@" <<'PY'
-import struct, sys
+  PYTHONPATH="$(dirname "$0")/../lib" /usr/bin/python3 - "$@" <<'PY'
+import sys
 import numpy as np
-def labels(path):
-    if path.endswith(".nii"):
-        raw = open(path, "rb").read()
-        dims = struct.unpack_from("<8h", raw, 40)
-        offset = int(struct.unpack_from("<f", raw, 108)[0])
-        return np.frombuffer(raw, np.uint8, int(np.prod(dims[1:1 + dims[0]])), offset).reshape(dims[dims[0]:0:-1])
-    from osgeo import gdal
-    return gdal.Open(path).ReadAsArray()
+from label_arrays import labels
 a, b = labels(sys.argv[1]), labels(sys.argv[2])
 if a.shape != b.shape: sys.exit(f"shapes {a.shape} and {b.shape}")
 share = (a == b).mean()

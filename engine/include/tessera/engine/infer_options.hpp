@@ -60,6 +60,38 @@ struct InferOptions {
 /// "--run-dir R"), which --window auto then keeps to; "" when none does.
 std::string exact_only_flags(const InferOptions& o);
 
+/// The flags of the outputs beside the labels (overlay, polygons, probabilities, COG, warp,
+/// mosaic, STAC): part of fields(), in its order.
+template <class V>
+void output_fields(InferOptions& o, V& v) {
+  v.field("overlay", o.overlay, "Also write a PNG of the image with the labels blended on top");
+  v.field("vectorize", o.vectorize,
+          "Also polygonize the whole label raster (no cuts at tile seams; 4-connected regions) to .gpkg / .geojson / "
+          ".shp with fields class_id, class_name, area (map units^2); 2-D only");
+  v.field("min_area", o.min_area, "With --vectorize: drop polygons smaller than A map units^2");
+  v.field("simplify", o.simplify,
+          "With --vectorize: simplify edges, tolerance in map units, topology preserved (0: exact pixel edges)");
+  v.field("vector_background", o.vector_background, "With --vectorize: also write class 0 polygons");
+  v.field("probabilities", o.probabilities,
+          "Also write per-class softmax probabilities: Float32 GeoTIFF, band k+1 = class k, NaN where the input has no "
+          "data; 2-D; one process, or rank 0 with --sp (not with --run-dir)");
+  v.field("cog", o.cog,
+          "Write the labels (and --probabilities) as Cloud-Optimized GeoTIFFs with internal overviews (mode for labels, "
+          "average for probabilities); also chosen by a .cog.tif output name");
+  v.field("t_srs", o.t_srs,
+          "Write the labels in this CRS (e.g. EPSG:3857, any CRS GDAL knows): inference runs on the input's grid, the "
+          "labels are warped with nearest neighbour (class ids are never mixed)");
+  v.field("tr", o.tr, "With --t-srs: target pixel size in the target CRS's units (0: GDAL's choice)");
+  v.field("mosaic", o.mosaic,
+          "With a folder of scenes: one mosaic of every scene's labels, .vrt (references the scenes' label rasters) or "
+          ".tif; scenes in different CRSs need --t-srs");
+  v.field("stac_relative", o.stac_relative,
+          "Self-contained STAC items (and a folder's collection.json): every local href, tessera:source and "
+          "tessera:checkpoint relative to the item's folder, even outside the output's top-level folder, and no absolute "
+          "\"self\" link, so the output folder can be moved or published as it is (default: absolute paths where the "
+          "files share no top-level folder, and an absolute self link)");
+}
+
 template <class V>
 void fields(InferOptions& o, V& v) {
   v.field("checkpoint", o.checkpoint, "Checkpoint written by `tessera train`");
@@ -102,32 +134,7 @@ void fields(InferOptions& o, V& v) {
           "The model's input channels from the input's bands, 1-based, in the order the training images had them: "
           "--bands 1,2,3,3 runs a 3-band scene through a 4-band model (band 3 twice); default: the bands as they are");
   v.field("run_dir", o.run_dir, "Keep finished tiles in RUN/tiles/ (resumable) and spread them over MPI ranks");
-  v.field("overlay", o.overlay, "Also write a PNG of the image with the labels blended on top");
-  v.field("vectorize", o.vectorize,
-          "Also polygonize the whole label raster (no cuts at tile seams; 4-connected regions) to .gpkg / .geojson / "
-          ".shp with fields class_id, class_name, area (map units^2); 2-D only");
-  v.field("min_area", o.min_area, "With --vectorize: drop polygons smaller than A map units^2");
-  v.field("simplify", o.simplify,
-          "With --vectorize: simplify edges, tolerance in map units, topology preserved (0: exact pixel edges)");
-  v.field("vector_background", o.vector_background, "With --vectorize: also write class 0 polygons");
-  v.field("probabilities", o.probabilities,
-          "Also write per-class softmax probabilities: Float32 GeoTIFF, band k+1 = class k, NaN where the input has no "
-          "data; 2-D; one process, or rank 0 with --sp (not with --run-dir)");
-  v.field("cog", o.cog,
-          "Write the labels (and --probabilities) as Cloud-Optimized GeoTIFFs with internal overviews (mode for labels, "
-          "average for probabilities); also chosen by a .cog.tif output name");
-  v.field("t_srs", o.t_srs,
-          "Write the labels in this CRS (e.g. EPSG:3857, any CRS GDAL knows): inference runs on the input's grid, the "
-          "labels are warped with nearest neighbour (class ids are never mixed)");
-  v.field("tr", o.tr, "With --t-srs: target pixel size in the target CRS's units (0: GDAL's choice)");
-  v.field("mosaic", o.mosaic,
-          "With a folder of scenes: one mosaic of every scene's labels, .vrt (references the scenes' label rasters) or "
-          ".tif; scenes in different CRSs need --t-srs");
-  v.field("stac_relative", o.stac_relative,
-          "Self-contained STAC items (and a folder's collection.json): every local href, tessera:source and "
-          "tessera:checkpoint relative to the item's folder, even outside the output's top-level folder, and no absolute "
-          "\"self\" link, so the output folder can be moved or published as it is (default: absolute paths where the "
-          "files share no top-level folder, and an absolute self link)");
+  output_fields(o, v);
   v.field("sp", o.sp,
           "Spatial parallelism: every tile split into N blocks, one per rank (mpirun -np N; world size must be N), halos "
           "exchanged, rank 0 writes the labels of one process with the same tile. For a tile or a whole volume larger "
