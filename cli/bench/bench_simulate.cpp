@@ -14,7 +14,6 @@
 // balance cut from the same calibration) and predicts one step; the error is
 // (simulated − measured) / measured, and the done-when bound is 25 %.
 #include <filesystem>
-#include <numeric>
 #include <fstream>
 #include <iostream>
 
@@ -67,7 +66,7 @@ struct Row {
 // from the calibration, the cluster description.
 struct Simulator {
   LayerSequence seq;
-  parallel::LayerTimeCalibration times;
+  std::vector<double> layer_seconds;
   parallel::ClusterModel cluster;
 
   parallel::SimulationResult operator()(int dp, int pp, int m, int b, const std::string& schedule, bool adam) const {
@@ -79,7 +78,7 @@ struct Simulator {
                  .with_tiles_per_micro_batch(b)
                  .with_schedule(parse_pipeline_schedule(schedule))
                  .with_balance(parallel::BalanceStrategy::kTime)
-                 .with_layer_times(times)
+                 .with_layer_train_seconds(layer_seconds)
                  .with_optimizer_step(adam);
     return parallel::simulate(o, cluster);
   }
@@ -95,16 +94,12 @@ Simulator calibrated_simulator(const BenchSimulateOptions& f, const UNetOptions&
             "bench simulate: tessera plan --calibrate");
   const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
   if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
-  sim.times = cal.time;
+  sim.layer_seconds = cal.time.seconds(sim.seq);
   if (cal.device_flops) sim.cluster.device.fp32_flops = *cal.device_flops;
-  auto seconds = [&](int tiles) {
-    const std::vector<double> s = sim.times.seconds(sim.seq, tiles);
-    return std::accumulate(s.begin(), s.end(), 0.0) / tiles;
-  };
-  std::printf("calibrated: %d layer times (%s), one tile forward + backward %.4f s alone; per tile in batches of",
-              sim.seq.size(), cal_path.c_str(), seconds(1));
-  for (int b : sim.times.batches) std::printf(" %d: %.4f s", b, seconds(b));
-  std::printf("\n");
+  double tile = 0;
+  for (double t : sim.layer_seconds) tile += t;
+  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", sim.layer_seconds.size(),
+              cal_path.c_str(), tile);
   return sim;
 }
 

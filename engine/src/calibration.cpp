@@ -34,23 +34,6 @@ void write_calibration(const fs::path& path, const nlohmann::json& j) {
   write_file_atomically(path.string(), {j.dump(2), "\n"});  // makes the folder too
 }
 
-namespace {
-
-void read_times(const nlohmann::json& t, const fs::path& path, const std::string& preset, parallel::LayerTimeCalibration& c) {
-  c.seconds_per_unit = t.at("seconds_per_unit").get<std::vector<double>>();
-  if (!t.contains("batches")) return;  // written before batches were measured: b × one tile
-  c.batches = t.at("batches").get<std::vector<int>>();
-  c.batch_seconds_per_unit = t.at("batch_seconds_per_unit").get<std::vector<std::vector<double>>>();
-  bool ok = c.batches.size() == c.batch_seconds_per_unit.size();
-  for (size_t k = 0; ok && k < c.batches.size(); ++k)
-    ok = c.batches[k] > (k ? c.batches[k - 1] : 1) && c.batch_seconds_per_unit[k].size() == c.seconds_per_unit.size();
-  if (!ok)
-    throw Error(path.string() + ": models." + preset +
-                ".time: batches must ascend from 2 with one per-layer list each (recalibrate: tessera plan --calibrate)");
-}
-
-}  // namespace
-
 ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path, const std::string& preset,
                                    const UNetOptions& options) {
   ModelCalibration c;
@@ -69,7 +52,7 @@ ModelCalibration model_calibration(const nlohmann::json& j, const fs::path& path
       if (c.memory.constant_bytes.size() != c.memory.bytes_per_element.size())
         throw Error(path.string() + ": models." + preset + ".memory: constant_bytes and bytes_per_element differ in length");
     }
-    if (m.contains("time")) read_times(m["time"], path, preset, c.time);
+    if (m.contains("time")) c.time.seconds_per_unit = m["time"].at("seconds_per_unit").get<std::vector<double>>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path.string() + ": models." + preset + ": " + e.what());
   }

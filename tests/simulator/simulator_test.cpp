@@ -202,41 +202,6 @@ TEST(Simulate, MeasuredLayerTimesReplaceTheDeviceModel) {
   }
 }
 
-// A calibration that measured batches of tiles prices a micro-batch by what its size cost,
-// per tile, interpolated between the measured sizes: a micro-batch of 8 at the 8-tile
-// measurement, of 3 halfway between the 2- and 4-tile ones, beyond 8 at the 8-tile per-tile
-// cost; without batches, b × one tile.
-TEST(Simulate, MeasuredBatchTimesPriceMicroBatches) {
-  const ClusterModel c = load_cluster(kClusters / "this-machine.yaml");
-  const LayerSequence seq = unet_layer_sequence(unet_preset("unet-tiny"), 132);
-  std::vector<double> one, two, four, eight;
-  for (int i = 0; i < seq.size(); ++i) {
-    one.push_back(1e-3 * (i % 5 + 1));
-    two.push_back(2 * 0.9 * one.back());  // seconds of the whole batch: per tile 0.9, 0.7, 0.6 of one tile
-    four.push_back(4 * 0.7 * one.back());
-    eight.push_back(8 * 0.6 * one.back());
-  }
-  LayerTimeCalibration cal = LayerTimeCalibration::fit(seq, one);
-  const auto step = [&](int b) {
-    return simulate(SimulationOptions(seq).with_layer_times(cal).with_tiles(b).with_tiles_per_micro_batch(b), c);
-  };
-  const double plain = step(8).breakdown.compute;
-  cal.add_batch(seq, 2, two);
-  cal.add_batch(seq, 4, four);
-  cal.add_batch(seq, 8, eight);
-  double sum = 0;
-  for (double t : one) sum += t;
-  EXPECT_NEAR(step(1).tile_seconds, sum, 1e-12);
-  EXPECT_NEAR(step(8).breakdown.compute / plain, 0.6, 1e-9);
-  const auto three = cal.seconds(seq, 3);
-  const auto sixteen = cal.seconds(seq, 16);
-  for (int i = 0; i < seq.size(); ++i) {
-    EXPECT_NEAR(three[size_t(i)], 3 * 0.8 * one[size_t(i)], 1e-12) << i;
-    EXPECT_NEAR(sixteen[size_t(i)], 16 * 0.6 * one[size_t(i)], 1e-12) << i;
-  }
-  EXPECT_THROW(cal.add_batch(seq, 4, four), Error);  // batches ascend
-}
-
 // Without a measured convolution table a micro-batch of b tiles costs b tiles' time: on one
 // stage, M = 1 × b = 3 takes as long as M = 3 × b = 1; on two stages the first forward lasts
 // b times as long. (With dgx1.yaml's measured table the batch is priced as a whole:

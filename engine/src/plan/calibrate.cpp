@@ -47,31 +47,18 @@ nlohmann::json calibrate_time(UNetImpl& net, const LayerSequence& seq) {
 }
 
 // Every layer's seconds at `seq` and its memory beyond the stage model at `small` and `seq`.
-// Batches of tiles whose layer times are measured beside one tile's (a batch is not b × one tile).
-constexpr int kCalibratedBatches[] = {2, 4, 8};
-
 struct LayerMeasurements {
   std::vector<double> seconds;
-  std::vector<std::vector<double>> batch_seconds;  // one per kCalibratedBatches
   std::vector<int64_t> extra_small, extra;
 };
 
 LayerMeasurements measure_layers(UNetImpl& net, const LayerSequence& small, const LayerSequence& seq) {
   // Times first: measuring memory fixes glibc's mmap threshold, which slows allocation.
-  const int passes = 3 + int(std::size(kCalibratedBatches));
-  ProgressBar bar("measuring layers", passes * seq.size(), "layers");
+  ProgressBar bar("measuring layers", 3 * seq.size(), "layers");
   LayerMeasurements m;
-  int pass = 0;
-  auto progress = [&](int done, int) { bar.update(pass * seq.size() + done); };
-  m.seconds = parallel::measure_layer_seconds(net, seq, 1, progress);
-  for (int b : kCalibratedBatches) {
-    ++pass;
-    m.batch_seconds.push_back(parallel::measure_layer_seconds(net, seq, b, progress));
-  }
-  ++pass;
-  m.extra_small = parallel::measure_layer_extra_bytes(net, small, progress);
-  ++pass;
-  m.extra = parallel::measure_layer_extra_bytes(net, seq, progress);
+  m.seconds = parallel::measure_layer_seconds(net, seq, [&](int done, int) { bar.update(done); });
+  m.extra_small = parallel::measure_layer_extra_bytes(net, small, [&](int done, int) { bar.update(seq.size() + done); });
+  m.extra = parallel::measure_layer_extra_bytes(net, seq, [&](int done, int) { bar.update(2 * seq.size() + done); });
   bar.finish();
   return m;
 }
@@ -107,8 +94,7 @@ void calibrate_model(const PlanJobOptions& f) {
               (long long)seq.input_side, s, flops / 1e9);
   const LayerMeasurements m = measure_layers(*net, small, seq);
   const auto fit = parallel::LayerMemoryCalibration::fit(small, m.extra_small, seq, m.extra);
-  auto times = parallel::LayerTimeCalibration::fit(seq, m.seconds);
-  for (size_t k = 0; k < m.batch_seconds.size(); ++k) times.add_batch(seq, kCalibratedBatches[k], m.batch_seconds[k]);
+  const auto times = parallel::LayerTimeCalibration::fit(seq, m.seconds);
   print_largest_extra(f.model_preset, small, seq, m.extra);
   entry["threads"] = f.threads;
   entry["dims"] = o.dims;
@@ -118,11 +104,7 @@ void calibrate_model(const PlanJobOptions& f) {
                      {"measured_extra_bytes", {m.extra_small, m.extra}},
                      {"constant_bytes", fit.constant_bytes},
                      {"bytes_per_element", fit.bytes_per_element}};
-  entry["time"] = {{"side", seq.input_side},
-                   {"seconds", m.seconds},
-                   {"seconds_per_unit", times.seconds_per_unit},
-                   {"batches", times.batches},
-                   {"batch_seconds_per_unit", times.batch_seconds_per_unit}};
+  entry["time"] = {{"side", seq.input_side}, {"seconds", m.seconds}, {"seconds_per_unit", times.seconds_per_unit}};
   const std::filesystem::path path = calibration_path(f.calibration);
   nlohmann::json j = read_calibration(path);
   j["models"][f.model_preset] = entry;

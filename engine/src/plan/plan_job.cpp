@@ -101,6 +101,7 @@ nlohmann::json simulate_layout(const PlanJobOptions& o, const PlanResult& r, con
   CalibratedCluster cc = load_calibrated_cluster(o.simulate, cal, o.model_preset, cal_path);
   const parallel::ClusterModel& c = cc.cluster;
   LayerSequence seq = parallel::simulated_layer_sequence(o.model, L.tile_input_side);
+  std::vector<double> measured = cc.times.empty() ? std::vector<double>{} : cc.times.seconds(seq);
   const auto so = parallel::SimulationOptions(std::move(seq))
                       .with_tiles(L.tiles)
                       .with_data_parallel(L.data_parallel)
@@ -109,7 +110,7 @@ nlohmann::json simulate_layout(const PlanJobOptions& o, const PlanResult& r, con
                       .with_micro_batches(L.micro_batches)
                       .with_schedule(L.schedule)
                       .with_training(r.options.training)
-                      .with_layer_times(cc.times);
+                      .with_layer_train_seconds(std::move(measured));
   parallel::SimulationResult sim;
   try {
     sim = parallel::simulate(so, c);

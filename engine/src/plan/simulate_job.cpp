@@ -63,8 +63,9 @@ parallel::SimulationOptions options_for(const SimulateOptions& f, int64_t side, 
   int64_t tiles = f.images;
   for (int64_t e : parse_image(f.image)) tiles *= (e + seq.output_side - 1) / seq.output_side;
   if (f.tiles > 0) tiles = f.tiles;
+  std::vector<double> measured = times.empty() ? std::vector<double>{} : times.seconds(seq);
   return parallel::SimulationOptions(std::move(seq))
-      .with_layer_times(times)
+      .with_layer_train_seconds(std::move(measured))
       .with_tiles_per_micro_batch(f.batch)
       .with_optimizer_step(f.adam)
       .with_tiles(tiles)

@@ -20,7 +20,7 @@ namespace {
 class OneLayer {
  public:
   OneLayer(const UNetImpl& full, const LayerSequence& seq, int i, const torch::Tensor& target)
-      : seq_(seq), i_(i), batch_(target.size(0)), stage_(full, seq, i, i), target_(target) {}
+      : seq_(seq), i_(i), stage_(full, seq, i, i), target_(target) {}
 
   // What arrives: the stage's inputs, and the gradients of what it sends on.
   struct Arrivals {
@@ -29,12 +29,12 @@ class OneLayer {
   };
   Arrivals arrive() {
     Arrivals a;
-    a.in.main = torch::randn(stage_->input_shape(batch_));
+    a.in.main = torch::randn(stage_->input_shape(1));
     if (i_ > 0) a.in.main.requires_grad_(true);  // a received activation; the network input needs none
-    for (int e : stage_->skips_in()) a.in.skips[e] = torch::randn(stage_->skip_shape(e, batch_)).requires_grad_(true);
+    for (int e : stage_->skips_in()) a.in.skips[e] = torch::randn(stage_->skip_shape(e, 1)).requires_grad_(true);
     if (!last()) {
-      a.grads.push_back(torch::randn(stage_->output_shape(batch_)));
-      for (int e : stage_->skips_out()) a.grads.push_back(torch::randn(stage_->skip_shape(e, batch_)));
+      a.grads.push_back(torch::randn(stage_->output_shape(1)));
+      for (int e : stage_->skips_out()) a.grads.push_back(torch::randn(stage_->skip_shape(e, 1)));
     }
     return a;
   }
@@ -54,13 +54,12 @@ class OneLayer {
   bool last() const { return i_ == seq_.size() - 1; }
   const LayerSequence& seq_;
   int i_;
-  int64_t batch_;
   UNetStage stage_;
   torch::Tensor target_;
 };
 
-torch::Tensor random_target(const LayerSequence& seq, int64_t batch = 1) {
-  std::vector<int64_t> shape{batch};
+torch::Tensor random_target(const LayerSequence& seq) {
+  std::vector<int64_t> shape{1};
   for (int d = 0; d < seq.options.dims; ++d) shape.push_back(seq.output_side);
   return torch::randint(0, seq.options.classes, shape, torch::kInt64);
 }
@@ -87,9 +86,9 @@ std::vector<int64_t> measure_layer_extra_bytes(const UNetImpl& full, const Layer
   return extra;
 }
 
-std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq, int64_t batch,
+std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq,
                                           const std::function<void(int, int)>& progress) {
-  const torch::Tensor target = random_target(seq, batch);
+  const torch::Tensor target = random_target(seq);
   std::vector<double> seconds;
   for (int i = 0; i < seq.size(); ++i) {
     OneLayer layer(full, seq, i, target);

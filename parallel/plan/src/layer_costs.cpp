@@ -60,40 +60,6 @@ std::vector<double> LayerTimeCalibration::seconds(const LayerSequence& seq) cons
   return out;
 }
 
-std::vector<double> LayerTimeCalibration::seconds(const LayerSequence& seq, int tiles) const {
-  std::vector<double> out = seconds(seq);
-  if (batches.empty() || tiles <= 1) {
-    for (double& t : out) t *= tiles;
-    return out;
-  }
-  // The measured batch sizes around `tiles` and their per-tile seconds per unit.
-  int lo = 1, hi = batches.back();
-  const std::vector<double>* a = &seconds_per_unit;
-  const std::vector<double>* b = &batch_seconds_per_unit.back();
-  for (size_t k = 0; k < batches.size(); ++k) {
-    if (batches[k] >= tiles) {
-      hi = batches[k], b = &batch_seconds_per_unit[k];
-      break;
-    }
-    lo = batches[k], a = &batch_seconds_per_unit[k];
-  }
-  const double w = tiles >= hi ? 1.0 : double(tiles - lo) / double(hi - lo);
-  for (int i = 0; i < seq.size(); ++i) {
-    const double per_unit = (1 - w) * (*a)[size_t(i)] + w * (*b)[size_t(i)];
-    out[size_t(i)] = tiles * per_unit * work_units(seq.layers[size_t(i)]);
-  }
-  return out;
-}
-
-void LayerTimeCalibration::add_batch(const LayerSequence& seq, int batch, const std::vector<double>& seconds) {
-  if (batch <= 1 || (!batches.empty() && batch <= batches.back()))
-    throw Error(fmt::format("calibration: batch {} is not larger than 1 and every batch before it", batch));
-  const LayerTimeCalibration one = fit(seq, seconds);
-  batches.push_back(batch);
-  batch_seconds_per_unit.push_back(one.seconds_per_unit);
-  for (double& t : batch_seconds_per_unit.back()) t /= batch;
-}
-
 LayerTimeCalibration LayerTimeCalibration::fit(const LayerSequence& seq, const std::vector<double>& seconds) {
   if (seconds.size() != size_t(seq.size()))
     throw Error(fmt::format("calibration: {} layer times for {} layers", seconds.size(), seq.size()));

@@ -64,9 +64,6 @@ void SimulationOptions::validate(const ClusterModel& c) const {
                 std::to_string(sequence.size()) + " layers (recalibrate: tessera plan --calibrate)");
   for (double t : layer_train_seconds)
     if (!(t >= 0) || !std::isfinite(t)) throw Error("layer times: each must be a finite number of seconds >= 0");
-  if (!layer_times.empty() && !layer_train_seconds.empty())
-    throw Error("layer times: give the calibration or one tile's seconds, not both");
-  if (!layer_times.empty()) layer_times.seconds(sequence);  // throws when the layer counts differ
   if (spatial > 1 && pipeline_stages > 1) throw Error("--sp with --pp is not simulated (nor run): use one of them");
   if (pipeline_stages > sequence.size())
     throw Error("--pp " + std::to_string(pipeline_stages) + " exceeds the model's " + std::to_string(sequence.size()) +
@@ -177,14 +174,11 @@ SimulationResult simulate(const SimulationOptions& o, const ClusterModel& c) {
   // Seconds per layer for one tile and for one micro-batch: measured (forward + backward
   // split 1 : 2, b × one tile) or modelled.
   auto layer_seconds = [&](int tiles) {
-    if (o.layer_train_seconds.empty() && o.layer_times.empty()) return layer_pass_seconds(seq, c.device, o.precision, tiles);
-    std::vector<double> train = o.layer_times.empty() ? o.layer_train_seconds : o.layer_times.seconds(seq, tiles);
-    if (o.layer_times.empty())
-      for (double& t : train) t *= tiles;
+    if (o.layer_train_seconds.empty()) return layer_pass_seconds(seq, c.device, o.precision, tiles);
     LayerPassSeconds m;
-    for (double t : train) {
-      m.forward.push_back(t / 3.0);
-      m.backward.push_back(2 * t / 3.0);
+    for (double t : o.layer_train_seconds) {
+      m.forward.push_back(tiles * t / 3.0);
+      m.backward.push_back(tiles * 2 * t / 3.0);
     }
     return m;
   };

@@ -5,8 +5,7 @@
 //      "threads": …, "dims": …, "model": {the UNetOptions measured, as in checkpoints},
 //      "memory": {"sides": [a, b], "threads": …, "constant_bytes": [one per layer],
 //                 "bytes_per_element": [one per layer]},
-//      "time": {"side": b, "seconds": [one per layer], "seconds_per_unit": [one per layer],
-//               "batches": [2, 4, 8], "batch_seconds_per_unit": [[per tile, one per layer], …]}}, …}}
+//      "time": {"side": b, "seconds": [one per layer], "seconds_per_unit": [one per layer]}}, …}}
 // Torch-free.
 #include <filesystem>
 #include <optional>

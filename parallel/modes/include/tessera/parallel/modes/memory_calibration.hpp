@@ -23,9 +23,9 @@ namespace tessera::parallel {
 std::vector<int64_t> measure_layer_extra_bytes(const UNetImpl& full, const LayerSequence& seq,
                                                const std::function<void(int, int)>& progress = {});
 
-/// The same one-layer stages' forward + backward seconds for `batch` tiles at once (inputs made
-/// beforehand; median of three runs after a warm-up).
-std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq, int64_t batch,
+/// The same one-layer stages' forward + backward seconds (inputs made beforehand; median of
+/// three runs after a warm-up).
+std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq,
                                           const std::function<void(int, int)>& progress = {});
 
 }  // namespace tessera::parallel

@@ -36,25 +36,14 @@ struct LayerMemoryCalibration {
 /// seconds per unit of work — FLOPs for convolutions, input + output elements for the
 /// element-wise layers — so they apply at any tile side of the same model.
 struct LayerTimeCalibration {
-  std::vector<double> seconds_per_unit;  ///< one per layer, one tile at a time
-  /// Batches of several tiles measured too (ascending, each > 1), and for each the seconds per
-  /// unit per tile of every layer when that many tiles run at once: a batch is not b × one
-  /// tile on a CPU (caches, threads) or a GPU (occupancy). Empty: b × one tile.
-  std::vector<int> batches;
-  std::vector<std::vector<double>> batch_seconds_per_unit;
+  std::vector<double> seconds_per_unit;  ///< one per layer
 
   bool empty() const { return seconds_per_unit.empty(); }
   /// Each layer's training seconds (forward + backward, one tile) for `seq`. Throws
   /// tessera::Error naming `calibration` when the layer counts differ.
   std::vector<double> seconds(const LayerSequence& seq) const;
-  /// Each layer's training seconds for a micro-batch of `tiles` tiles: the per-tile seconds
-  /// interpolated linearly in the batch size between the measured ones (1 and `batches`),
-  /// the largest measured batch's beyond it; × tiles.
-  std::vector<double> seconds(const LayerSequence& seq, int tiles) const;
   /// From seconds measured at `seq`'s side (one per layer).
   static LayerTimeCalibration fit(const LayerSequence& seq, const std::vector<double>& seconds);
-  /// Adds the seconds of every layer measured with `batch` (> 1, larger than any added) tiles at once.
-  void add_batch(const LayerSequence& seq, int batch, const std::vector<double>& seconds);
 };
 
 /// Per-layer predicted seconds for one sample from FLOPs and memory traffic:

@@ -94,10 +94,6 @@ struct SimulationOptions {
   /// Measured training seconds (forward + backward) of each layer for one tile at the
   /// sequence's side (LayerTimeCalibration::seconds); empty: the device model's.
   std::vector<double> layer_train_seconds;
-  /// Measured per-layer times, also of batches of tiles (`tessera plan --calibrate`): a
-  /// micro-batch of b tiles costs what the calibration measured for b (interpolated), not
-  /// b × one tile. Empty: layer_train_seconds, else the device model's. Not both.
-  LayerTimeCalibration layer_times;
   bool optimizer_step = false;  ///< an Adam update after the allreduce
   PipelineScheduleKind schedule = PipelineScheduleKind::kGPipe;
   BalanceStrategy balance = BalanceStrategy::kTime;
@@ -115,7 +111,6 @@ struct SimulationOptions {
   SimulationOptions& with_micro_batches(int m) { micro_batches = m; return *this; }
   SimulationOptions& with_tiles_per_micro_batch(int b) { tiles_per_micro_batch = b; return *this; }
   SimulationOptions& with_layer_train_seconds(std::vector<double> s) { layer_train_seconds = std::move(s); return *this; }
-  SimulationOptions& with_layer_times(LayerTimeCalibration c) { layer_times = std::move(c); return *this; }
   SimulationOptions& with_optimizer_step(bool v) { optimizer_step = v; return *this; }
   SimulationOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
   SimulationOptions& with_balance(BalanceStrategy b) { balance = b; return *this; }
