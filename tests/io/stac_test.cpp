@@ -207,6 +207,28 @@ TEST(Stac, ItemPathReplacesTheLastExtension) {
   EXPECT_EQ(stac_item_path("/data/run 1/scene.tiff"), "/data/run 1/scene.stac.json");
 }
 
+// The item's "labels" asset: the raster, its media type and roles, its shape, and one
+// classification class per class id with its name and the label colour as colour hint.
+void expect_labels_asset(const json& item, const fs::path& dir, const std::string& raster, const RasterFacts& f) {
+  const json& labels = item.at("assets").at("labels");
+  EXPECT_TRUE(fs::equivalent(resolve(dir, labels.at("href")), raster)) << labels;
+  EXPECT_EQ(labels.at("type"), "image/tiff; application=geotiff");
+  EXPECT_EQ(labels.at("roles").get<std::set<std::string>>(),
+            (std::set<std::string>{"data", "labels", "labels-raster"}));
+  EXPECT_EQ(labels.at("proj:shape").get<std::vector<int>>(), (std::vector<int>{f.rows, f.cols}));
+  const json& classes = labels.at("classification:classes");
+  ASSERT_EQ(classes.size(), 4u);
+  const std::vector<std::string> names{"background", "water", "forest", "class 3"};
+  for (int id = 0; id < 4; ++id) {
+    EXPECT_EQ(classes[size_t(id)].at("value"), id);
+    EXPECT_EQ(classes[size_t(id)].at("name"), names[size_t(id)]);
+    EXPECT_EQ(classes[size_t(id)].at("description"), names[size_t(id)]);
+    const Rgb c = label_color(id);
+    EXPECT_EQ(std::stoul(classes[size_t(id)].at("color_hint").get<std::string>(), nullptr, 16),
+              (unsigned long)(c[0]) << 16 | (unsigned long)(c[1]) << 8 | c[2]);
+  }
+}
+
 TEST(Stac, ItemHasTheRequiredFieldsAndTheRastersProjection) {
   const auto dir = temp_dir("item");
   const std::string raster = (dir / "labels.tif").string();
@@ -276,23 +298,7 @@ TEST(Stac, ItemHasTheRequiredFieldsAndTheRastersProjection) {
   EXPECT_TRUE(fs::equivalent(self->at("href").get<std::string>(), item_path));
   EXPECT_EQ(link_of(item, "collection"), nullptr);
 
-  const json& labels = item.at("assets").at("labels");
-  EXPECT_TRUE(fs::equivalent(resolve(dir, labels.at("href")), raster)) << labels;
-  EXPECT_EQ(labels.at("type"), "image/tiff; application=geotiff");
-  EXPECT_EQ(labels.at("roles").get<std::set<std::string>>(),
-            (std::set<std::string>{"data", "labels", "labels-raster"}));
-  EXPECT_EQ(labels.at("proj:shape").get<std::vector<int>>(), (std::vector<int>{f.rows, f.cols}));
-  const json& classes = labels.at("classification:classes");
-  ASSERT_EQ(classes.size(), 4u);
-  const std::vector<std::string> names{"background", "water", "forest", "class 3"};
-  for (int id = 0; id < 4; ++id) {
-    EXPECT_EQ(classes[size_t(id)].at("value"), id);
-    EXPECT_EQ(classes[size_t(id)].at("name"), names[size_t(id)]);
-    EXPECT_EQ(classes[size_t(id)].at("description"), names[size_t(id)]);
-    const Rgb c = label_color(id);
-    EXPECT_EQ(std::stoul(classes[size_t(id)].at("color_hint").get<std::string>(), nullptr, 16),
-              (unsigned long)(c[0]) << 16 | (unsigned long)(c[1]) << 8 | c[2]);
-  }
+  expect_labels_asset(item, dir, raster, f);
   fs::remove_all(dir);
 }
 
