@@ -159,28 +159,42 @@ std::string code_scheme(CodeSequenceMacro& c) {
 // Bit i of a frame: byte i / 8, bit i % 8 (PS3.5 8.1.1, least significant bit first).
 bool bit(const DcmIODTypes::Frame& frame, size_t i) { return (frame.pixData[i / 8] >> (i % 8)) & 1; }
 
-TEST_F(DicomSeg, SegmentsFramesAndReferencesMatchTheLabelsAndTheSource) {
-  const std::string folder = write_series();
-  VolumeReader reader(folder);
-  ASSERT_EQ(reader.info().format, "DICOM");
-  ASSERT_EQ(reader.info().extent, kExtent);
-  const std::vector<uint8_t> labels = known_labels();
-  const std::string out = file("out/seg.dcm");
-  {
-    auto sink = create_label_sink(out, reader.info(), LabelStyle().with_class_names({"background", "liver", "kidney"}));
-    write_in_two_windows(*sink, labels);
-    sink->commit();
+// The known labels written as a SEG of a written series (named liver and kidney), in two
+// windows; each test below reads one part of it.
+class WrittenSeg : public DicomSeg {
+ protected:
+  void SetUp() override {
+    DicomSeg::SetUp();
+    folder_ = write_series();
+    VolumeReader reader(folder_);
+    ASSERT_EQ(reader.info().format, "DICOM");
+    ASSERT_EQ(reader.info().extent, kExtent);
+    geo_ = reader.info().geo;
+    labels_ = known_labels();
+    out_ = file("out/seg.dcm");
+    {
+      auto sink =
+          create_label_sink(out_, reader.info(), LabelStyle().with_class_names({"background", "liver", "kidney"}));
+      write_in_two_windows(*sink, labels_);
+      sink->commit();
+    }
+    ASSERT_TRUE(fs::exists(out_));
   }
-  ASSERT_TRUE(fs::exists(out));
+  // The segment numbers of classes 1 and 2.
+  const std::map<size_t, int> class_of{{1, 1}, {2, 2}};
+  std::string folder_, out_;
+  Georeference geo_;
+  std::vector<uint8_t> labels_;
+};
 
+TEST_F(WrittenSeg, SegmentsAreTheNamedCodedColouredClasses) {
   DcmSegmentation* raw = nullptr;
-  ASSERT_TRUE(DcmSegmentation::loadFile(out.c_str(), raw).good());
+  ASSERT_TRUE(DcmSegmentation::loadFile(out_.c_str(), raw).good());
   std::unique_ptr<DcmSegmentation> seg(raw);
   EXPECT_EQ(seg->getSegmentationType(), DcmSegTypes::ST_BINARY);
 
   // Segments: class 1 and 2, in that order, named, coded, coloured.
   ASSERT_EQ(seg->getNumberOfSegments(), 2u);
-  const std::map<size_t, int> class_of{{1, 1}, {2, 2}};
   const std::map<int, std::string> name{{1, "liver"}, {2, "kidney"}};
   const std::map<int, std::string> type_code{{1, "10200004"}, {2, "64033007"}};  // SNOMED CT
   for (const auto& [number, id] : class_of) {
@@ -206,9 +220,18 @@ TEST_F(DicomSeg, SegmentsFramesAndReferencesMatchTheLabelsAndTheSource) {
     EXPECT_NEAR(bl * 255, want[2], 2.0) << "class " << id;
   }
 
+}
+
+TEST_F(WrittenSeg, FramesHoldTheLabelsAtTheirSliceAndNameTheSourceSlice) {
+  const std::vector<uint8_t>& labels = labels_;
+  DcmSegmentation* raw = nullptr;
+  ASSERT_TRUE(DcmSegmentation::loadFile(out_.c_str(), raw).good());
+  std::unique_ptr<DcmSegmentation> seg(raw);
+  EXPECT_EQ(seg->getSegmentationType(), DcmSegTypes::ST_BINARY);
+
   // Frames: placed by Plane Position against the geometry VolumeReader reports.
-  const Georeference& geo = reader.info().geo;
-  const std::vector<SourceSlice> sources = source_slices(folder);
+  const Georeference& geo = geo_;
+  const std::vector<SourceSlice> sources = source_slices(folder_);
   ASSERT_EQ(sources.size(), size_t(kExtent[0]));
   FGInterface& groups = seg->getFunctionalGroups();
   const size_t plane = static_cast<size_t>(kExtent[1] * kExtent[2]);
@@ -278,10 +301,14 @@ TEST_F(DicomSeg, SegmentsFramesAndReferencesMatchTheLabelsAndTheSource) {
   EXPECT_EQ(slices_with_frames[1], (std::set<int64_t>{1, 2, 3}));  // the box, by construction
   EXPECT_EQ(slices_with_frames[2], (std::set<int64_t>{3, 4, 5}));  // the ball, by construction
 
+}
+
+TEST_F(WrittenSeg, HierarchyAndReferencesFollowTheSeries) {
+  const std::vector<SourceSlice> sources = source_slices(folder_);
   // Hierarchy and references, read as a plain dataset.
   DcmFileFormat seg_file, ct_file;
-  ASSERT_TRUE(seg_file.loadFile(out.c_str()).good());
-  ASSERT_TRUE(ct_file.loadFile(fs::directory_iterator(folder)->path().c_str()).good());
+  ASSERT_TRUE(seg_file.loadFile(out_.c_str()).good());
+  ASSERT_TRUE(ct_file.loadFile(fs::directory_iterator(folder_)->path().c_str()).good());
   DcmDataset& s = *seg_file.getDataset();
   DcmDataset& ct = *ct_file.getDataset();
   EXPECT_EQ(get(s, DCM_Modality), "SEG");
