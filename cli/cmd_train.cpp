@@ -1,4 +1,6 @@
 // tessera train --config FILE.yaml [overrides]: train a U-Net on image/label pairs.
+// tessera train --auto [--time-budget 30m] --dataset DIR [--fold all]: the dataset's plan
+// (tessera/engine/auto_train.hpp), one run or one per fold (engine::run_train_command).
 //
 // The YAML mirrors the options structs (TrainOptions, UNetOptions); flags override it. Its
 // keys are declared once, in tessera/engine/run_config.hpp (fields(RunConfig&)), which drives reading,
@@ -28,6 +30,8 @@
 // With --pp K each replica is a pipeline of K stages (parallel/pipeline_hooks.hpp), dp = P / K.
 // With --sp S each tile of a replica is split into S blocks, one per rank, along the first
 // axis or as --sp-mesh says (2x2; parallel/spatial_hooks.hpp), dp = P / S; `same` padding only.
+#include <set>
+
 #include "commands.hpp"
 #include "options_cli.hpp"
 #include "tessera/engine/run_config.hpp"
@@ -39,16 +43,31 @@ namespace {
 // The flags that are not config keys; the others are `overrides` (train_flags()).
 struct Flags {
   engine::TrainRequest request;
+  engine::TrainCommandLine line;
   bool no_progress = false;
   FlagOverrides<engine::RunConfig> overrides;
 };
 
-// The file, then the flags over it.
+// The file (or --dataset), then the flags over it, --auto's plan under both.
 void run(const Flags& f) {
-  engine::RunConfig c = engine::load_run_config(f.request.config);
-  f.overrides.apply(c);
-  c.train.progress = !f.no_progress;
-  engine::TrainJob(std::move(c), f.request).run();
+  std::set<std::string> flag_keys;
+  for (const auto& [key, value] : f.overrides.given_all()) flag_keys.insert(key);
+  const auto apply_flags = [&](engine::RunConfig& c) {
+    f.overrides.apply(c);
+    c.train.progress = !f.no_progress;
+  };
+  engine::run_train_command(f.line, f.request, apply_flags, flag_keys);
+}
+
+void add_auto_flags(CLI::App* cmd, engine::TrainCommandLine& l) {
+  cmd->add_flag("--auto", l.auto_plan,
+                "Train the dataset's plan (tessera plan --dataset): every key it decides that the file and the flags leave "
+                "unset; RUN/config.yaml says what was chosen and why");
+  cmd->add_option("--time-budget", l.time_budget, "With --auto: train.steps from a measured step time (30m, 1h, 90s)");
+  cmd->add_option("--device-memory", l.device_memory_gib, "With --auto: GiB per device the plan sizes to (default: this machine)");
+  cmd->add_option("--dataset", l.dataset, "An MSD / nnU-Net folder to train on without a config file (data.dataset)");
+  cmd->add_option("--fold", l.fold, "Validate on fold K of data.folds, or `all`: one run per fold in RUN/fold-K and a summary");
+  cmd->add_option("--folds", l.folds, "Folds for --fold (default data.folds, else 5)");
 }
 
 }  // namespace
@@ -57,9 +76,10 @@ void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a U-Net from a YAML config (flags override the file)");
   static Flags f;
   cmd->add_option("--config", f.request.config,
-                  "YAML file: run_dir, model, data (pairs, class_names, holdout; or dataset: an MSD / nnU-Net folder with "
+                  "YAML file (or --dataset DIR): run_dir, model, data (pairs, class_names, holdout; or dataset: an MSD / nnU-Net folder with "
                   "validation: [case ids] or fold: K, folds: N = every N-th case by id from the K-th), train")
-      ->required();
+;
+  add_auto_flags(cmd, f.line);
   std::vector<FlagOverrides<engine::RunConfig>::Flag> flags;
   for (const engine::TrainFlag& flag : engine::train_flags()) flags.push_back({flag.key, flag.aliases});
   f.overrides.add_to(cmd, flags);

@@ -113,6 +113,7 @@ BatchPlan TileSampler::plan(int64_t tile) {
     if (on && g.intensity_shift > 0)
       t.shift = float(std::uniform_real_distribution<double>(-g.intensity_shift, g.intensity_shift)(rng_));
     if (on && (g.gaussian_noise > 0 || g.uniform_noise > 0)) t.noise_seed = rng_() | 1;
+    if (on) t.augment = draw_augmentation(g, d, rng_);
     if (b >= first && b < first + options_.batch) plan.tiles.push_back(std::move(t));
   }
   return plan;
@@ -154,6 +155,7 @@ Sample TileSampler::load(const BatchPlan& plan) const {
       target = torch::rot90(target, t.rotations, {d - 2, d - 1});
     }
     const auto& g = options_.augmentation;
+    apply_augmentation(t.augment, g, options_.loss.ignore_index, x, target);
     if (t.scale != 1 || t.shift != 0) x = x * t.scale + t.shift;
     if (t.noise_seed) {
       auto gen = at::make_generator<at::CPUGeneratorImpl>(t.noise_seed);

@@ -15,6 +15,7 @@
 
 #include <torch/types.h>
 
+#include "augmentation.hpp"
 #include "tessera/core/trainer.hpp"
 
 namespace tessera::detail {
@@ -31,6 +32,7 @@ struct TilePlan {
   int rotations = 0;        // quarter turns in the last two axes
   float scale = 1, shift = 0;
   uint64_t noise_seed = 0;  // 0 = no noise
+  AugmentDraw augment;      // rotation, zoom, elastic, blur, contrast, gamma (augmentation.hpp)
 };
 
 struct BatchPlan {

@@ -533,6 +533,7 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (g.intensity_shift < 0) throw Error("train.augment_intensity_shift: must be >= 0");
   if (g.gaussian_noise < 0) throw Error("train.augment_gaussian_noise: must be >= 0");
   if (g.uniform_noise < 0) throw Error("train.augment_uniform_noise: must be >= 0");
+  detail::validate_augmentation(g);
   loss.validate(model.classes);
   if (run_dir.empty()) throw Error("train.run_dir: required");
 }

@@ -158,6 +158,7 @@ const std::vector<TrainFlag>& train_flags() {
       {"run_dir", ""},
       {"model.padding", ""},
       {"train.steps", ""},
+      {"train.steps_per_epoch", ""},
       {"train.tile", ""},
       {"train.batch", ""},
       {"train.learning_rate", "--lr"},

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.hpp"
+#include "tessera/engine/auto_train.hpp"
 #include "tessera/engine/dataset_plan.hpp"
 #include "tessera/io/volume.hpp"
 
@@ -172,6 +173,57 @@ TEST(DatasetPlan, PatchShrinksAGridStepPerAxisUntilABatchOfTwoFits) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--device-memory"), std::string::npos) << e.what();
   }
+}
+
+// --auto (auto_train.hpp): the plan's keys set where nothing else set them; a key the file or
+// a flag gives keeps its value, and the choice says what gave it.
+TEST(AutoPlan, PlanSetsKeysTheFileAndFlagsLeave) {
+  const std::vector<GeneratedCase> cases(3, GeneratedCase{{32, 32, 32}, {3.0, 1.0, 1.0}});
+  GeneratedDataset d("auto", cases);
+  RunConfig c;
+  c.data.dataset = d.root.string();
+  c.train.tile = 24;   // as if the file said train.tile: 24
+  c.train.batch = 1;   // as if a flag said --batch 1
+  AutoRequest r;
+  r.device_memory_gib = 16;
+  const AutoPlan a = apply_auto_plan(c, "", {"train", "train.tile"}, {"train.batch"}, r);
+  const TrainingPlan p = plan_training(fingerprint_dataset(d.root.string()), plan_resources(1, 16));
+  EXPECT_EQ(c.train.tile, 24);
+  EXPECT_EQ(c.train.batch, 1);
+  EXPECT_EQ(c.model.options.levels, p.levels);
+  EXPECT_EQ(c.model.options.norm, Norm::kInstance);
+  EXPECT_EQ(c.model.options.padding, Padding::kSame);
+  EXPECT_EQ(c.train.optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(c.train.augmentation.rotation, 30);
+  EXPECT_DOUBLE_EQ(c.train.augmentation.elastic, 0);  // no budget of an hour
+  // The plan's spacing (z, y, x) as data.resample.spacing (x, y, z).
+  EXPECT_EQ(c.data.resample.spacing, (std::vector<double>{p.spacing[2], p.spacing[1], p.spacing[0]}));
+  const auto choice = [&](const std::string& key) {
+    for (const AutoChoice& ch : a.choices)
+      if (ch.key == key) return ch;
+    ADD_FAILURE() << "no choice " << key;
+    return AutoChoice{};
+  };
+  EXPECT_EQ(choice("train.tile").given_by, "the config file");
+  EXPECT_EQ(choice("train.tile").value, std::to_string(*std::min_element(p.patch.begin(), p.patch.end())));
+  EXPECT_EQ(choice("train.batch").given_by, "a flag");
+  EXPECT_EQ(choice("model.norm").given_by, "");
+  EXPECT_FALSE(choice("model.norm").why.empty());
+  EXPECT_EQ(a.time_budget_s, 0);
+  // A budget of an hour turns elastic deformation on and leaves train.steps to be measured.
+  RunConfig longer;
+  longer.data.dataset = d.root.string();
+  r.time_budget_s = 3600;
+  EXPECT_EQ(apply_auto_plan(longer, "", {}, {}, r).time_budget_s, 3600);
+  EXPECT_GT(longer.train.augmentation.elastic, 0);
+}
+
+TEST(AutoPlan, TimeBudgetReadsDurations) {
+  EXPECT_DOUBLE_EQ(parse_time_budget("30m"), 1800);
+  EXPECT_DOUBLE_EQ(parse_time_budget("1h30m"), 5400);
+  EXPECT_DOUBLE_EQ(parse_time_budget("90s"), 90);
+  EXPECT_DOUBLE_EQ(parse_time_budget("45"), 45);
+  for (const char* bad : {"", "5x", "m", "0", "1h-2m"}) EXPECT_THROW(parse_time_budget(bad), Error) << bad;
 }
 
 }  // namespace

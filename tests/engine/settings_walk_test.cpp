@@ -256,6 +256,9 @@ const std::map<std::string, std::vector<std::string>> kSamples = {
     {"train.augment_intensity_shift", {"0.5"}},
     {"train.augment_gaussian_noise", {"0.5"}},
     {"train.augment_uniform_noise", {"0.5"}},
+    {"train.augment_rotation", {"30"}},
+    {"train.augment_elastic", {"1"}},
+    {"train.augment_probability", {"0.5"}},
     {"parallel.gradient_compression", {"bf16"}},
     {"parallel.fusion_mib", {"0.001"}},
     {"parallel.schedule", {"gpipe"}},
@@ -297,6 +300,8 @@ const std::map<std::string, std::vector<std::pair<std::string, std::string>>> kE
     {"data.normalization.window", {{"data.normalization.kind", "ct"}}},
     {"data.normalization.mask", {{"data.normalization.kind", "mr"}}},
     {"model.dsn.mmd_sigmas", {{"model.dsn.similarity", "mmd"}}},
+    {"train.augment_elastic_sigma", {{"train.augment_elastic", "1"}}},
+    {"train.augment_probability", {{"train.augment_rotation", "30"}}},
     // A model that stops learning, so that the first epoch without a better Dice comes soon.
     {"train.early_stopping", {{"train.learning_rate", "1e-12"}}},
 };

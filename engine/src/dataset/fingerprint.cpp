@@ -1,11 +1,13 @@
-// fingerprint_dataset (dataset_plan.hpp): every labelled case opened for its extent and
-// spacing, its labels counted slice by slice, and the foreground intensities.
+// fingerprint_dataset / fingerprint_cases (dataset_plan.hpp): every labelled case opened for its
+// extent and spacing, its labels counted slice by slice, and the foreground intensities.
 #include <cmath>
+#include <functional>
 #include <memory>
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/dataset_plan.hpp"
 #include "tessera/engine/msd_dataset.hpp"
+#include "tessera/engine/preprocessing.hpp"
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 
@@ -20,12 +22,11 @@ std::vector<double> spacing_of(const ImageInfo& info) {
   return std::vector<double>(info.extent.size(), 1.0);
 }
 
-// Adds each class's voxels of `labels` to `counts`, one slice (row) at a time.
-void count_labels(const ImageSource& labels, std::vector<int64_t>& counts) {
-  const Index& extent = labels.info().extent;
-  Box slice{Index(extent.size(), 0), extent};
+// Adds each class's voxels of `labels` inside `region` to `counts`, one slice (row) at a time.
+void count_labels(const ImageSource& labels, const Box& region, std::vector<int64_t>& counts) {
+  Box slice = region;
   slice.size[0] = 1;
-  for (int64_t z = 0; z < extent[0]; ++z) {
+  for (int64_t z = region.origin[0]; z < region.origin[0] + region.size[0]; ++z) {
     slice.origin[0] = z;
     const Block<float> b = labels.read(slice);
     for (float v : b.data)
@@ -35,30 +36,31 @@ void count_labels(const ImageSource& labels, std::vector<int64_t>& counts) {
 
 }  // namespace
 
-DatasetFingerprint fingerprint_dataset(const std::string& folder) {
-  const MsdDataset d = read_msd_dataset(folder);
+DatasetFingerprint fingerprint_cases(const std::string& folder, const std::vector<MsdCase>& cases,
+                                     const std::vector<std::string>& class_names,
+                                     const std::function<Box(const Index&)>& region) {
   DatasetFingerprint f;
   f.folder = folder;
-  f.name = d.name;
-  f.modality = d.channel;
-  f.class_names = d.class_names;
-  std::vector<int64_t> counts(d.class_names.size(), 0);
+  f.class_names = class_names;
+  std::vector<int64_t> counts(class_names.size(), 0);
   std::vector<std::unique_ptr<ImageSource>> open;
   std::vector<io::LabelledRegion> regions;
-  for (const MsdCase& c : d.cases) {
+  for (const MsdCase& c : cases) {
     open.push_back(io::open_image(c.image));
     const ImageSource& image = *open.back();
     open.push_back(io::open_image(c.label));
     const ImageSource& labels = *open.back();
-    if (labels.info().extent != image.info().extent)
-      throw Error(c.label + ": " + to_string(labels.info().extent) + " voxels, its image " + c.image + " " +
-                  to_string(image.info().extent));
-    f.cases.push_back({c.id, image.info().extent, spacing_of(image.info())});
-    f.dims = static_cast<int>(image.info().extent.size());
-    count_labels(labels, counts);
-    regions.push_back({&image, &labels, Box{Index(image.info().extent.size(), 0), image.info().extent}});
+    const Index& extent = image.info().extent;
+    if (labels.info().extent != extent)
+      throw Error(c.label + ": " + to_string(labels.info().extent) + " voxels, its image " + c.image + " " + to_string(extent));
+    const Box box = region ? region(extent) : Box{Index(extent.size(), 0), extent};
+    if (f.modality.empty()) f.modality = volume_modality(image);
+    f.cases.push_back({c.id, box.size, spacing_of(image.info())});
+    f.dims = static_cast<int>(extent.size());
+    count_labels(labels, box, counts);
+    regions.push_back({&image, &labels, box});
   }
-  if (f.cases.empty()) throw Error(folder + "/dataset.json: lists no labelled case");
+  if (f.cases.empty()) throw Error(folder + ": no labelled case");
   int64_t total = 0;
   for (int64_t n : counts) total += n;
   for (int64_t n : counts) f.class_fractions.push_back(total ? double(n) / double(total) : 0.0);
@@ -68,6 +70,15 @@ DatasetFingerprint fingerprint_dataset(const std::string& folder) {
   f.fg_mean = s.mean;
   f.fg_std = s.std;
   f.fg_voxels = s.voxels;
+  return f;
+}
+
+DatasetFingerprint fingerprint_dataset(const std::string& folder) {
+  const MsdDataset d = read_msd_dataset(folder);
+  if (d.cases.empty()) throw Error(folder + "/dataset.json: lists no labelled case");
+  DatasetFingerprint f = fingerprint_cases(folder, d.cases, d.class_names, nullptr);
+  f.name = d.name;
+  f.modality = d.channel;
   return f;
 }
 

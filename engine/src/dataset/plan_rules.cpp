@@ -147,7 +147,9 @@ void add_fixed_choices(const DatasetFingerprint& f, TrainingPlan& p) {
   p.choices.push_back({"norm", "instance, leaky ReLU",
                        "statistics per sample and patch, independent of the batch of 2 (nnU-Net); inference then runs "
                        "windows of the patch (tessera infer --window auto)"});
-  p.choices.push_back({"deep_supervision", "on", "a loss at every decoder level but the lowest two (nnU-Net)"});
+  p.choices.push_back({"deep_supervision", "off",
+                       "nnU-Net puts a loss at every decoder level but the lowest two; Tessera's U-Net has no decoder-level "
+                       "heads, so one loss on the full-resolution output"});
   p.choices.push_back({"schedule", "SGD, Nesterov 0.99, lr 0.01, poly (1 - step/steps)^0.9", "nnU-Net"});
   p.choices.push_back({"foreground_fraction", "0.33",
                        "a third of the patches centred on a foreground class: small structures are seen"});
@@ -162,11 +164,24 @@ void add_fixed_choices(const DatasetFingerprint& f, TrainingPlan& p) {
   p.choices.push_back({"augmentation",
                        "rotation and scaling, gaussian noise, gaussian blur, brightness, contrast, low resolution, "
                        "gamma, mirroring",
-                       "nnU-Net's default list (elastic deformation off); Tessera's trainer has mirroring, 90° "
-                       "rotations, intensity scale/shift and noise today"});
+                       "nnU-Net's default list; tessera train --auto turns on all but low resolution (elastic deformation "
+                       "only with a --time-budget of an hour or more)"});
 }
 
 }  // namespace
+
+PlanResources plan_resources(int devices, double device_memory_gib) {
+  PlanResources r;
+  r.devices = devices;
+  if (device_memory_gib > 0) {
+    r.device_memory = static_cast<int64_t>(device_memory_gib * double(int64_t{1} << 30));
+    r.memory_source = fmt::format("--device-memory {} GiB", device_memory_gib);
+  } else {
+    r.device_memory = default_memory_budget();
+    r.memory_source = "this machine: " + format_bytes(r.device_memory) + ", half of MemAvailable";
+  }
+  return r;
+}
 
 TrainingPlan plan_training(const DatasetFingerprint& f, const PlanResources& r) {
   TrainingPlan p;

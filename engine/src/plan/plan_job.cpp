@@ -138,16 +138,7 @@ PlanResult plan_layout(const PlanJobOptions& o) {
 
 void plan_dataset(const PlanJobOptions& o) {
   const DatasetFingerprint f = fingerprint_dataset(o.dataset);
-  PlanResources r;
-  r.devices = o.devices;
-  if (o.device_memory > 0) {
-    r.device_memory = static_cast<int64_t>(o.device_memory * double(int64_t{1} << 30));
-    r.memory_source = fmt::format("--device-memory {} GiB", o.device_memory);
-  } else {
-    r.device_memory = default_memory_budget();
-    r.memory_source = "this machine: " + format_bytes(r.device_memory) + ", half of MemAvailable";
-  }
-  const TrainingPlan p = plan_training(f, r);
+  const TrainingPlan p = plan_training(f, plan_resources(o.devices, o.device_memory));
   if (o.json)
     std::cout << plan_json(f, p).dump(2) << '\n';
   else

@@ -141,14 +141,15 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
 }
 
 // RUN/config.yaml: every field as this run uses it (the grid as resolved), written staged.
-void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config) {
+void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config,
+                           const std::string& head) {
   absolute_data_paths(c, config);
   c.parallel.dp = grid.shape().data;
   c.parallel.pp = grid.shape().pipeline;
   c.parallel.sp = grid.shape().spatial;
   if (c.parallel.sp > 1) c.parallel.sp_mesh = mesh_text(spatial_mesh(c.parallel, c.parallel.sp, c.model.options.dims));
   std::filesystem::create_directories(c.train.run_dir);
-  write_file_atomically(RunLayout(c.train.run_dir).config(), {resolved_config_yaml(c)});
+  write_file_atomically(RunLayout(c.train.run_dir).config(), {head + resolved_config_yaml(c)});
 }
 
 }  // namespace tessera::engine::train

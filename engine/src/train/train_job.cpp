@@ -1,5 +1,6 @@
 #include "tessera/engine/train_job.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -42,6 +43,17 @@ std::string auto_resume_checkpoint(const std::string& run_dir, bool say) {
     throw Error(std::string(damaged.what()) + (kept.empty() ? "; no step checkpoint to fall back to (train.keep_last > 1 keeps some)"
                                                             : "; no intact step checkpoint to fall back to either"));
   }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// --auto's choices, one a line (rank 0, stderr).
+void print_auto_choices(const std::vector<AutoChoice>& choices) {
+  for (const AutoChoice& ch : choices)
+    std::fprintf(stderr, "train: auto: %s = %s (%s)%s\n", ch.key.c_str(), ch.value.c_str(), ch.why.c_str(),
+                 ch.given_by.empty() ? "" : (" [overridden: given by " + ch.given_by + "]").c_str());
 }
 
 }  // namespace
@@ -87,6 +99,7 @@ void TrainJob::run() {
   using namespace train;
   RunConfig& c = config_;
   const TrainRequest& f = request_;
+  const auto started = std::chrono::steady_clock::now();
   validate(c.data.normalization, f.config);  // before any image is read
   validate(c.data.resample, f.config);
   refuse_unhonoured_settings(c, f.config);
@@ -106,10 +119,16 @@ void TrainJob::run() {
   const bool root_rank = grid.is_root();
   if (!f.resume.empty()) t.resume = resume_checkpoint(f.resume, t.run_dir, root_rank);
   const int threads = configure_threads(f.threads.value_or(0));
+  std::vector<AutoChoice> choices = f.auto_plan.choices;
+  if (f.auto_plan.time_budget_s > 0) {
+    if (world.size() > 1) throw Error(f.config + ": --time-budget measures steps on one process; give train.steps under an MPI launcher");
+    choices.push_back(budget_steps(t, c.model.options, data, meta, f.auto_plan.time_budget_s, seconds_since(started)));
+  }
   torch::manual_seed(t.seed);
   UNet net(c.model.options);
   if (root_rank) {
-    write_resolved_config(c, grid, f.config);
+    write_resolved_config(c, grid, f.config, choices.empty() ? "" : auto_choices_comment(choices));
+    print_auto_choices(choices);
     for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
     print_plan(c, grid, hooks, threads, net);
   }

@@ -10,6 +10,7 @@
 
 #include "tessera/core/checkpoint.hpp"
 #include "tessera/core/trainer.hpp"
+#include "tessera/engine/auto_train.hpp"
 #include "tessera/engine/run_config.hpp"
 #include "tessera/engine/train_job.hpp"
 #include "tessera/parallel/comm/process_grid.hpp"
@@ -64,7 +65,9 @@ struct Hooks {
 Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid);
 /// RUN/config.yaml: every field as this run uses it (the grid as resolved, data paths absolute:
 /// absolute_data_paths, read relative to `config`), written staged.
-void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config);
+/// `head` (comment lines, e.g. --auto's choices) goes above the keys.
+void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const std::string& config,
+                           const std::string& head = "");
 
 // ---- reports.cpp --------------------------------------------------------------------------
 
@@ -85,6 +88,14 @@ void print_report(const TrainReport& r);
 /// --resume PATH, or `auto`: RUN/checkpoints/last.pt, or when it is damaged the newest intact
 /// step-NNNNNN.pt (said on stderr when `say`); refused when there is none.
 std::string resume_checkpoint(const std::string& resume, const std::string& run_dir, bool say);
+
+// ---- time_budget.cpp ----------------------------------------------------------------------
+
+/// --time-budget: a few steps of this run on a throwaway network of `model` (same seed, tiles
+/// and options) timed, then t.steps = what fits the budget left after `spent_s` seconds, with
+/// room for validation and checkpoints. Returns the choice with its figures.
+AutoChoice budget_steps(TrainOptions& t, const UNetOptions& model, const Dataset& data, const CheckpointMeta& meta,
+                        double budget_s, double spent_s);
 
 // ---- dsn.cpp ------------------------------------------------------------------------------
 

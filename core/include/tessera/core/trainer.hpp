@@ -49,13 +49,26 @@ struct TrainOptions {
   /// Further augmentation, all off by default, drawn from the same seeded stream and applied
   /// to image and labels alike: 90° rotations in the last two axes (square tiles), intensity
   /// x·s + t with s ~ U[1 − scale, 1 + scale] and t ~ U[−shift, shift] (normalised units),
-  /// Gaussian noise N(0, σ²) and uniform noise U[−u, u].
+  /// Gaussian noise N(0, σ²) and uniform noise U[−u, u]. Then nnU-Net's (core/src/augmentation.hpp),
+  /// each on a tile with `probability`: rotation by up to ±`rotation` degrees (3-D: about every
+  /// axis), zoom z ~ U[1 − scaling, 1 + scaling], an elastic displacement of `elastic` voxels
+  /// (standard deviation) smoothed over `elastic_sigma` voxels, Gaussian blur σ ~ U[blur/2, blur]
+  /// voxels, contrast c ~ U[1 − contrast, 1 + contrast] about the tile's mean, gamma
+  /// γ ~ U[1 − gamma, 1 + gamma] on the tile's range. Labels move with the image (nearest).
   struct Augmentation {
     bool rotate90 = false;
     double intensity_scale = 0;
     double intensity_shift = 0;
     double gaussian_noise = 0;
     double uniform_noise = 0;
+    double rotation = 0;       ///< degrees
+    double scaling = 0;
+    double elastic = 0;        ///< voxels
+    double elastic_sigma = 8;  ///< voxels
+    double blur = 0;           ///< voxels
+    double contrast = 0;
+    double gamma = 0;
+    double probability = 1;
   } augmentation;
   bool sync_batch_norm = false;  ///< batch-norm statistics over the global batch (all replicas)
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)

@@ -23,12 +23,14 @@
 // Axis order (z, y, x) for volumes, (y, x) for rasters; spacings in mm (volumes) or the
 // raster's unit; memory in bytes.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "tessera/core/geometry.hpp"
+#include "tessera/engine/msd_dataset.hpp"
 
 namespace tessera::engine {
 
@@ -52,12 +54,21 @@ struct DatasetFingerprint {
 /// Reads FOLDER (dataset.json: MSD v1 or nnU-Net v2). Throws tessera::Error naming the file.
 DatasetFingerprint fingerprint_dataset(const std::string& folder);
 
+/// The fingerprint of labelled cases (image and label paths; a config's image/label pairs):
+/// each case measured inside `region(extent)` (null: the whole image; a holdout left out),
+/// labels counted for `class_names`. `source` names them in errors and the text.
+DatasetFingerprint fingerprint_cases(const std::string& source, const std::vector<MsdCase>& cases,
+                                     const std::vector<std::string>& class_names,
+                                     const std::function<Box(const Index&)>& region);
+
 /// What the plan is sized to.
 struct PlanResources {
   int devices = 1;
   int64_t device_memory = 0;  ///< bytes per device
   std::string memory_source;  ///< "--device-memory 16 GiB" or "this machine: half of MemAvailable"
 };
+/// `devices` of `device_memory_gib` GiB each; 0 GiB: this machine (half of MemAvailable).
+PlanResources plan_resources(int devices, double device_memory_gib);
 
 /// One choice and why, in the order they are made.
 struct PlanChoice {

@@ -51,6 +51,14 @@ void fields(TrainOptions::Augmentation& a, V& v) {
   v.field("augment_intensity_shift", a.intensity_shift, "Intensity + t, t ~ U[-shift, shift]");
   v.field("augment_gaussian_noise", a.gaussian_noise, "Gaussian noise sigma");
   v.field("augment_uniform_noise", a.uniform_noise, "Uniform noise U[-u, u]");
+  v.field("augment_rotation", a.rotation, "Rotation by up to +-this many degrees (3-D: about every axis); labels nearest");
+  v.field("augment_scaling", a.scaling, "Zoom z ~ U[1 - scaling, 1 + scaling]");
+  v.field("augment_elastic", a.elastic, "Elastic deformation: displacement std in voxels (0: off)");
+  v.field("augment_elastic_sigma", a.elastic_sigma, "Smoothing of the elastic displacement, voxels");
+  v.field("augment_blur", a.blur, "Gaussian blur sigma ~ U[blur/2, blur] voxels");
+  v.field("augment_contrast", a.contrast, "Contrast c ~ U[1 - contrast, 1 + contrast] about the tile's mean");
+  v.field("augment_gamma", a.gamma, "Gamma ~ U[1 - gamma, 1 + gamma] on the tile's intensity range");
+  v.field("augment_probability", a.probability, "Chance of each of rotation, scaling, elastic, blur, contrast, gamma per tile");
 }
 
 template <class V>
