@@ -96,19 +96,23 @@ TEST(Augmentation, ZeroStrengthIsTheIdentity) {
 
 TEST(Augmentation, IntensityKeepsRangeAndLabels) {
   TrainOptions::Augmentation a;
-  detail::AugmentDraw draw;
-  draw.blur_sigma = 1;
-  draw.contrast = 1.3;
-  draw.gamma = 0.7;
-  torch::manual_seed(4);
-  torch::Tensor image = torch::randn({1, 20, 20, 20});
-  torch::Tensor labels = blocky_labels({20, 20, 20}, 4, 6);
-  const torch::Tensor image0 = image.clone(), labels0 = labels.clone();
-  detail::apply_augmentation(draw, a, -100, image, labels);
-  EXPECT_TRUE(torch::equal(labels, labels0));
-  EXPECT_GE(image.min().item<float>(), image0.min().item<float>() - 1e-5f);
-  EXPECT_LE(image.max().item<float>(), image0.max().item<float>() + 1e-5f);
-  EXPECT_FALSE(torch::allclose(image, image0));
+  std::vector<detail::AugmentDraw> draws(3);
+  draws[0].contrast = 1.3;
+  draws[1].gamma = 0.7;
+  draws[2].blur_sigma = 1;
+  draws[2].contrast = 0.8;
+  draws[2].gamma = 1.2;
+  for (const detail::AugmentDraw& draw : draws) {
+    torch::manual_seed(4);
+    torch::Tensor image = torch::randn({1, 20, 20, 20});
+    torch::Tensor labels = blocky_labels({20, 20, 20}, 4, 6);
+    const torch::Tensor image0 = image.clone(), labels0 = labels.clone();
+    detail::apply_augmentation(draw, a, -100, image, labels);
+    EXPECT_TRUE(torch::equal(labels, labels0));
+    EXPECT_GE(image.min().item<float>(), image0.min().item<float>() - 1e-5f);
+    EXPECT_LE(image.max().item<float>(), image0.max().item<float>() + 1e-5f);
+    EXPECT_FALSE(torch::allclose(image, image0));
+  }
   // Blur alone lowers the variance of white noise.
   torch::Tensor noise = torch::randn({1, 32, 32});
   EXPECT_LT(detail::gaussian_smooth(noise, 1.0).std().item<float>(), 0.6f * noise.std().item<float>());
