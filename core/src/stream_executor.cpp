@@ -1,5 +1,7 @@
 #include "tessera/core/stream_executor.hpp"
 
+#include <utility>
+
 #include <torch/torch.h>
 
 #include "tessera/core/error.hpp"
@@ -49,6 +51,7 @@ StreamExecutor::StreamExecutor(UNet& net) : net_(net) {
   seq_ = unet_layer_sequence(net->options(), smallest_input(net->options()));
   modules_ = find_layer_modules(*net, seq_, 0, seq_.size() - 1);
   carry_.resize(static_cast<size_t>(seq_.size()));
+  placed_.resize(static_cast<size_t>(seq_.size()));
   consumed_.assign(static_cast<size_t>(seq_.size()), 0);
   skip_.resize(seq_.skips.size());
   for (const SkipEdge& e : seq_.skips) {
@@ -63,10 +66,16 @@ StreamExecutor::StreamExecutor(UNet& net) : net_(net) {
 torch::Tensor StreamExecutor::push(const torch::Tensor& rows) {
   const UNetOptions& o = net_->options();
   TESSERA_CHECK(rows.dim() == o.dims + 2 && rows.size(1) == o.in_channels);
-  torch::Tensor x = rows.to(net_->parameters().front().scalar_type());
-  if (net_->channels_last())
-    x = x.contiguous(o.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
   rows_in_ += rows.size(2);
+  // The strip goes straight into the first convolution's input, converted on the way.
+  torch::Tensor x;
+  if (feeds_convolution(-1)) {
+    x = place(0, rows.sizes()).copy_(rows);
+  } else {
+    x = rows.to(net_->parameters().front().scalar_type());
+    if (net_->channels_last())
+      x = x.contiguous(o.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
+  }
   for (int i = 0; i < seq_.size(); ++i) {
     x = step(i, std::move(x));
     keep_skip(i, x);
@@ -99,8 +108,12 @@ torch::Tensor StreamExecutor::step(int i, torch::Tensor x) {
   switch (l.kind) {
     case LayerKind::kNorm:
       return m.norm->forward(x);
-    case LayerKind::kActivation:
-      return torch::relu_(x);
+    case LayerKind::kActivation: {
+      // Into the next convolution's input when one follows (relu and clamp_min are one kernel).
+      if (!feeds_convolution(i)) return torch::relu_(x);
+      torch::Tensor out = place(i + 1, x.sizes());
+      return at::clamp_min_out(out, x, 0);
+    }
     case LayerKind::kUp: {
       // Transposed 2^D stride 2: input row j gives output rows 2j, 2j + 1. Upsample decoder:
       // the 1×1 convolution, then nearest up-sampling, the same rows.
@@ -114,9 +127,33 @@ torch::Tensor StreamExecutor::step(int i, torch::Tensor x) {
   }
 }
 
+bool StreamExecutor::feeds_convolution(int i) const {
+  if (i + 1 >= seq_.size()) return false;
+  const Layer& next = seq_.layers[static_cast<size_t>(i + 1)];
+  return next.kind == LayerKind::kConv && net_->options().kernel > 1;
+}
+
+torch::Tensor StreamExecutor::place(int i, c10::IntArrayRef sizes) {
+  const torch::Tensor& carry = carry_[static_cast<size_t>(i)];
+  const int64_t kept = carry.defined() ? carry.size(2) : 0;
+  std::vector<int64_t> shape(sizes.begin(), sizes.end());
+  shape[2] += kept;
+  const UNetOptions& o = net_->options();
+  auto options = torch::TensorOptions().dtype(net_->parameters().front().scalar_type());
+  const auto format = !net_->channels_last() ? at::MemoryFormat::Contiguous
+                      : o.dims == 2         ? at::MemoryFormat::ChannelsLast
+                                            : at::MemoryFormat::ChannelsLast3d;
+  torch::Tensor& in = placed_[static_cast<size_t>(i)];
+  in = torch::empty(shape, options.memory_format(format));
+  if (kept > 0) rows_of(in, 0, kept).copy_(carry);
+  return rows_of(in, kept, sizes[2]);
+}
+
 torch::Tensor StreamExecutor::convolve(int i, const torch::Tensor& x, int64_t kernel) {
   torch::Tensor& carry = carry_[static_cast<size_t>(i)];
-  const torch::Tensor in = joined(carry, x);
+  // The rows arrive placed after the carried ones (place()) or, for the head, on their own.
+  torch::Tensor in = std::exchange(placed_[static_cast<size_t>(i)], torch::Tensor());
+  if (!in.defined()) in = joined(carry, x);
   if (!in.defined()) return {};
   const int64_t out_rows = in.size(2) - (kernel - 1);
   carry = last_rows(in, std::min(kernel - 1, in.size(2)));
@@ -156,16 +193,15 @@ void StreamExecutor::SkipRows::append(const torch::Tensor& x) {
   rows += x.size(2);
 }
 
-torch::Tensor StreamExecutor::SkipRows::take(int64_t from, int64_t count) const {
+void StreamExecutor::SkipRows::copy_to(int64_t from, const torch::Tensor& out) const {
+  const int64_t count = out.size(2);
   TESSERA_CHECK(from >= first && from + count <= first + rows);
-  std::vector<torch::Tensor> pieces;
   int64_t start = first;  // of the chunk at hand
   for (const torch::Tensor& c : chunks) {
     const int64_t lo = std::max(from, start), hi = std::min(from + count, start + c.size(2));
-    if (lo < hi) pieces.push_back(rows_of(c, lo - start, hi - lo));
+    if (lo < hi) rows_of(out, lo - from, hi - lo).copy_(rows_of(c, lo - start, hi - lo));
     start += c.size(2);
   }
-  return pieces.size() == 1 ? pieces.front() : torch::cat(pieces, 2);
 }
 
 void StreamExecutor::SkipRows::drop_before(int64_t row) {
@@ -185,11 +221,16 @@ torch::Tensor StreamExecutor::concat(int i, const torch::Tensor& x) {
   while (seq_.skips[e].consumer != i) ++e;
   const int64_t c = crop_[e];
   int64_t& done = consumed_[static_cast<size_t>(i)];
-  // Decoder row j meets encoder row j + c; the encoder is ahead, so its rows are here.
-  const int64_t n = x.size(2);
-  const torch::Tensor s = skip_[e].take(done + c, n);
-  for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(s.size(d) == x.size(d));
-  torch::Tensor y = torch::cat({s, x}, 1);
+  // Decoder row j meets encoder row j + c; the encoder is ahead, so its rows are here. Both
+  // halves are copied once, into the next convolution's input where one follows.
+  const int64_t n = x.size(2), skip_channels = skip_[e].chunks.front().size(1);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[1] += skip_channels;
+  torch::Tensor y = feeds_convolution(i) ? place(i + 1, shape)
+                                        : torch::empty(shape, x.options().memory_format(x.suggest_memory_format()));
+  for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(skip_[e].chunks.front().size(d) == x.size(d));
+  skip_[e].copy_to(done + c, y.narrow(1, 0, skip_channels));
+  y.narrow(1, skip_channels, x.size(1)).copy_(x);
   done += n;
   skip_[e].drop_before(done + c);
   return y;

@@ -44,17 +44,17 @@ echo "== stream against tiles of 64 (2-D, probabilities too)"
 "$T" infer "${net[@]}" --input s/scene.tif --output stream.tif --probabilities pstream.tif --mode stream > stream.log 2>&1 \
   || fail "stream: $(tail -2 stream.log)"
 if why=$(same_rasters tile.tif stream.tif ptile.tif pstream.tif 2>&1); then pass "stream = tiles: $why"; else fail "stream != tiles: $why"; fi
-grep -q "recompute 1.00x" stream.log && grep -q "strips, stream (valid built-in U-Net" stream.log \
+grep -q "recompute 1.00x" stream.log && grep -q "strips, stream (--mode stream; " stream.log \
   && pass "summary: $(grep -o 'strips, .*' stream.log)" || fail "stream summary: $(cat stream.log)"
 grep -q "recompute [2-9]\.[0-9]*x" tile.log && pass "tiles of 64 recompute: $(grep -o 'recompute [0-9.]*x' tile.log)" \
   || fail "tile summary lacks its recompute: $(cat tile.log)"
 
-echo "== auto: tiles when the whole image is one tile, the stream when tiles would recompute"
+echo "== auto: tiles when the whole image is one tile, the stream when tiles are predicted slower"
 "$T" infer "${net[@]}" --input s/scene.tif --output auto1.tif > auto1.log 2>&1 || fail "auto: $(tail -2 auto1.log)"
 grep -q "tiles (auto: the whole image is one tile" auto1.log && pass "auto, whole image: tiles" || fail "auto1: $(cat auto1.log)"
 "$T" infer "${net[@]}" --input s/scene.tif --output auto2.tif --memory-budget 120MiB > auto2.log 2>&1 \
   || fail "auto under a budget: $(tail -2 auto2.log)"
-grep -q "stream (auto: valid built-in U-Net without window statistics; tiles of [0-9]* would recompute" auto2.log \
+grep -q "stream (auto: predicted [0-9.]*x one pass's time against [0-9.]*x for tiles of [0-9]*" auto2.log \
   && pass "auto under a budget: $(grep -o 'stream (auto[^)]*)' auto2.log)" || fail "auto2: $(cat auto2.log)"
 if why=$(same_rasters tile.tif auto2.tif 2>&1); then pass "auto's stream = tiles"; else fail "auto's stream: $why"; fi
 "$T" infer "${net[@]}" --input s/scene.tif --output auto3.tif --tile 64 > auto3.log 2>&1 || fail "auto --tile: $(tail -2 auto3.log)"

@@ -255,23 +255,45 @@ TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
 namespace tessera {
 namespace {
 
-TEST(StripChoice, TallestAlignedStripWithinThePixelCapAndTheBudget) {
+TEST(StripChoice, ShortestStripPredictedNearOnePassWithinTheBudget) {
   const UNetOptions o = unet_preset("unet-tiny");
   const Index extent{4096, 4096};
-  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0);
-  const int64_t across = unet_whole_input(o, extent)[1];
-  EXPECT_EQ(roomy.strip % unet_alignment(o), 0);
-  EXPECT_LE(roomy.strip * across, kStreamStripPixels);
-  EXPECT_GT((roomy.strip + unet_alignment(o)) * across, kStreamStripPixels);
+  const int64_t alignment = unet_alignment(o);
+  const Index whole = unet_whole_input(o, extent);
+  const auto time = [&](int64_t strip, int threads = 2) { return stream_time_factor(o, whole, strip, threads); };
+  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
+  EXPECT_EQ(roomy.strip % alignment, 0);
+  EXPECT_DOUBLE_EQ(roomy.predicted_time, time(roomy.strip));
+  EXPECT_LE(roomy.predicted_time, kStreamTimeTarget);
+  EXPECT_GT(time(roomy.strip - alignment), kStreamTimeTarget);  // 4096 wide: the time, not the pixels, sets it
+  EXPECT_GT(roomy.strip * whole[1], kStreamStripPixels);
+  // A narrow image: strips as tall as kStreamStripPixels allows, though shorter ones would do.
+  const StripChoice narrow = choose_strip(o, {4096, 256}, int64_t{64} << 30, 0, 1);
+  const int64_t narrow_across = unet_whole_input(o, {4096, 256})[1];
+  EXPECT_LE(narrow.strip * narrow_across, kStreamStripPixels);
+  EXPECT_GT((narrow.strip + alignment) * narrow_across, kStreamStripPixels);
   EXPECT_LE(roomy.predicted_bytes, roomy.budget_bytes);
-  // A budget below the roomy prediction: a shorter strip, predicted within it.
-  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0);
+  // Shorter strips run slower, taller ones faster, never faster than one pass; a 3-D slab's
+  // slices are rows enough: one slab of the alignment is near one pass.
+  const UNetOptions v = unet_preset("unet3d-32");
+  const Index cube = unet_whole_input(v, {256, 256, 256});
+  EXPECT_LT(stream_time_factor(v, cube, unet_alignment(v), 2), kStreamTimeTarget);
+  EXPECT_EQ(choose_strip(v, {256, 256, 256}, int64_t{64} << 30, 0, 2).strip, unet_alignment(v));
+  EXPECT_GT(time(alignment), time(2 * alignment));
+  EXPECT_GT(time(alignment, 2), time(alignment, 1));  // more threads idle on a thin slab
+  EXPECT_GT(choose_strip(o, extent, int64_t{64} << 30, 0, 4).strip, roomy.strip);
+  EXPECT_LT(choose_strip(o, extent, int64_t{64} << 30, 0, 1).strip, roomy.strip);
+  EXPECT_GT(time(4 * roomy.strip), 1.0);
+  EXPECT_LT(time(4 * roomy.strip), roomy.predicted_time);
+  // A budget below the roomy prediction: a shorter strip, predicted within it, saying so.
+  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0, 2);
   EXPECT_LT(tight.strip, roomy.strip);
   EXPECT_LE(tight.predicted_bytes, tight.budget_bytes);
+  EXPECT_NE(tight.reason.find("do not fit"), std::string::npos) << tight.reason;
   EXPECT_NE(tight.summary().find("strips of " + std::to_string(tight.strip) + " rows"), std::string::npos);
   // Nothing fits: the alignment, saying so.
-  const StripChoice none = choose_strip(o, extent, 1, 0);
-  EXPECT_EQ(none.strip, unet_alignment(o));
+  const StripChoice none = choose_strip(o, extent, 1, 0, 2);
+  EXPECT_EQ(none.strip, alignment);
   EXPECT_NE(none.reason.find("exceeds"), std::string::npos) << none.reason;
   // Carried rows grow with the width, not the height.
   const Index tall{16384, 4096};
@@ -279,6 +301,45 @@ TEST(StripChoice, TallestAlignedStripWithinThePixelCapAndTheBudget) {
             stream_footprint(o, unet_whole_input(o, extent), 24).carried);
   EXPECT_GT(stream_footprint(o, unet_whole_input(o, {4096, 8192}), 24).carried,
             stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+}
+
+TEST(ModeChoice, AutoStreamsWhereItsPredictedTimeBeatsTheTiles) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  const Index extent{4096, 4096};
+  const StripChoice strip = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
+  const int64_t alignment = unet_alignment(o);
+  bool streamed = false, tiled = false;
+  for (int64_t side : {64, 384, 1024, 2048, 4096}) {
+    const TileChoice tile = choose_tile(TileChoiceOptions().with_tile(side), extent, alignment, [](const Index&) {
+      return int64_t{0};
+    });
+    const ModeChoice m = choose_mode(o, extent, tile, strip, 0);
+    EXPECT_DOUBLE_EQ(m.tile_time, tile_recompute(o, extent, side));
+    EXPECT_DOUBLE_EQ(m.stream_time, strip.predicted_time);
+    EXPECT_EQ(m.stream, m.stream_time < m.tile_time) << side << ": " << m.why;
+    (m.stream ? streamed : tiled) = true;
+    // The same tiles against a stream predicted a hair slower or faster: the choice follows.
+    StripChoice slower = strip, faster = strip;
+    slower.predicted_time = m.tile_time * 1.01;
+    faster.predicted_time = m.tile_time * 0.99;
+    EXPECT_FALSE(choose_mode(o, extent, tile, slower, 0).stream) << side;
+    EXPECT_TRUE(choose_mode(o, extent, tile, faster, 0).stream) << side;
+  }
+  EXPECT_TRUE(streamed);  // small tiles recompute more than the strips lose
+  EXPECT_TRUE(tiled);     // one tile of the whole image recomputes nothing
+  // Bands multiply the stream's time by what they recompute.
+  const int64_t band = band_rows(o, extent, 4);
+  const TileChoice whole = choose_tile(TileChoiceOptions().with_tile(4096), extent, alignment, [](const Index&) {
+    return int64_t{0};
+  });
+  EXPECT_DOUBLE_EQ(choose_mode(o, extent, whole, strip, band).stream_time,
+                   strip.predicted_time * band_recompute(o, extent, band));
+  // One tile that would hold more than twice the stream's memory: the stream, saying why.
+  TileChoice heavy = whole;
+  heavy.predicted_bytes = int64_t(kStreamMemoryAdvantage * double(strip.predicted_bytes)) + 1;
+  const ModeChoice m = choose_mode(o, extent, heavy, strip, 0);
+  EXPECT_TRUE(m.stream);
+  EXPECT_NE(m.why.find("as one tile would hold"), std::string::npos) << m.why;
 }
 
 }  // namespace

@@ -17,6 +17,13 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+// "1.08x"
+std::string times(double f) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2fx", f);
+  return s;
+}
+
 // "40³" for a cube, "1×64×64" otherwise.
 std::string format_extent(const Index& extent) {
   if (std::all_of(extent.begin(), extent.end(), [&](int64_t n) { return n == extent.front(); }))
@@ -216,33 +223,78 @@ double band_recompute(const UNetOptions& model, const Index& extent, int64_t ban
   return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
 }
 
+double stream_time_factor(const UNetOptions& model, const Index& whole_input, int64_t strip, int threads) {
+  TESSERA_CHECK(strip >= 1 && threads >= 1 && static_cast<int>(whole_input.size()) == model.dims);
+  // The levels' shares of the image's FLOPs; in 3-D each slab slice adds its rows across.
+  const LayerSequence seq = box_layer_sequence(model, whole_input);
+  const LayerSequence across = unet_layer_sequence(model, whole_input[1]);
+  const double overhead = kStreamRowOverhead + kStreamThreadRowOverhead * (threads - 1);
+  double total = 0, time = 0;
+  for (size_t i = 0; i < seq.layers.size(); ++i) {
+    const Layer& l = seq.layers[i];
+    double rows = std::max(1.0, double(strip) / double(int64_t{1} << l.level));
+    if (model.dims == 3) rows *= double(std::max<int64_t>(1, across.layers[i].out_side));
+    total += l.flops;
+    time += l.flops * (1 + overhead / rows);
+  }
+  return total > 0 ? time / total : 1;
+}
+
 std::string StripChoice::summary() const {
   return "strips of " + std::to_string(strip) + " rows (" + reason + ")";
 }
 
-StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes) {
+StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes,
+                         int threads) {
   StripChoice c;
   c.budget_bytes = memory_budget > 0 ? memory_budget : default_memory_budget();
   const Index whole = unet_whole_input(model, extent);
   const int64_t alignment = unet_alignment(model);
   const std::string budget = format_bytes(c.budget_bytes) + " budget";
+  const int64_t tallest = round_up(whole[0], alignment);
   int64_t across = 1;
   for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
-  const int64_t rows = std::min(kStreamStripPixels / across, round_up(whole[0], alignment));
-  const int64_t top = std::max(alignment, rows / alignment * alignment);
+  int64_t top = std::max(alignment, std::min(kStreamStripPixels / across, tallest) / alignment * alignment);
+  while (top < tallest && stream_time_factor(model, whole, top, threads) > kStreamTimeTarget) top += alignment;
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {
     const StreamFootprint f = stream_footprint(model, whole, strip);
     c.strip = strip;
     c.predicted_bytes = baseline_bytes + f.bytes;
     c.carried_bytes = f.carried;
+    c.predicted_time = stream_time_factor(model, whole, strip, threads);
     if (c.predicted_bytes <= c.budget_bytes) {
-      c.reason = "largest up to " + std::to_string(top) + " fitting the " + budget + ": predicted " +
-                 format_bytes(c.predicted_bytes);
+      c.reason = "predicted " + times(c.predicted_time) + " one pass's time" +
+                 (strip < top ? " (the " + std::to_string(top) + " rows for " + times(kStreamTimeTarget) + " do not fit)"
+                              : "") +
+                 "; " + format_bytes(c.predicted_bytes) + " within the " + budget;
       return c;
     }
   }
-  c.reason = "smallest strip; predicted " + format_bytes(c.predicted_bytes) + " exceeds the " + budget;
+  c.reason = "smallest strip, predicted " + times(c.predicted_time) + " one pass's time; predicted " +
+             format_bytes(c.predicted_bytes) + " exceeds the " + budget;
   return c;
+}
+
+ModeChoice choose_mode(const UNetOptions& model, const Index& extent, const TileChoice& tile, const StripChoice& strip,
+                       int64_t band) {
+  ModeChoice m;
+  m.tile_time = tile_recompute(model, extent, tile.tile);
+  m.stream_time = strip.predicted_time * band_recompute(model, extent, band);
+  const std::string times_of = "predicted " + times(m.stream_time) + " one pass's time";
+  const std::string tiles = "tiles of " + std::to_string(tile.tile);
+  const bool one_tile = tile_count(extent, tile.steps) == 1;
+  if (m.stream_time < m.tile_time) {
+    m.stream = true;
+    m.why = times_of + " against " + times(m.tile_time) + " for " + tiles;
+  } else if (one_tile && tile.predicted_bytes > kStreamMemoryAdvantage * strip.predicted_bytes) {
+    m.stream = true;
+    m.why = times_of + "; the whole image as one tile would hold " + format_bytes(tile.predicted_bytes) +
+            ", the stream " + format_bytes(strip.predicted_bytes);
+  } else {
+    m.why = (one_tile ? "the whole image is one tile, " : tiles + " ") + "predicted " + times(m.tile_time) +
+            " one pass's time, the stream " + times(m.stream_time);
+  }
+  return m;
 }
 
 }  // namespace tessera

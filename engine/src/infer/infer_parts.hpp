@@ -106,9 +106,10 @@ struct ImageRun {
 /// --window first (sliding_window.hpp's choose_window, with the checkpoint's `training_window`):
 /// gaussian windows, or else --mode tile: tiles; stream: strips (a model that does not stream
 /// is refused, naming why);
-/// auto: strips where the model streams, no --sp or --tile N is given and `tile` would
-/// recompute (more than one tile) or, as the whole image in one tile, hold more than twice the
-/// stream's predicted memory; else tiles. Under --run-dir the group's ranks take bands of rows
+/// auto: strips where the model streams, no --sp or --tile N is given and choose_mode
+/// (tile_choice.hpp) picks the stream: predicted faster than `tile` (its recompute against
+/// the strips' operator efficiency), or the whole image as one tile would hold more than
+/// twice the stream's predicted memory; else tiles. Under --run-dir the group's ranks take bands of rows
 /// (band_rows) and stream each.
 ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const Index& training_window,
                           const Index& extent, const TileChoice& tile, parallel::Communicator& group);

@@ -41,10 +41,6 @@ TileChoice resolve_tile(const TileChoiceOptions& o, const UNetOptions& model, co
 
 namespace {
 
-// auto streams an image that fits one tile when that tile's prediction is this many times the
-// stream's: the same pass, in a fraction of the memory.
-constexpr double kStreamMemoryAdvantage = 2.0;
-
 // Why this image does not stream, or "" when it can.
 std::string stream_refused(const InferOptions& o, const UNetOptions& model) {
   if (auto why = stream_refusal(model)) return *why;
@@ -74,27 +70,20 @@ ImageRun choose_image_run(const InferOptions& o, const UNetOptions& model, const
     run.why = "tiles (auto: " + refused + ")";
     return run;
   }
-  const StripChoice strip = choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes());
-  int64_t tiles = 1;
-  for (size_t a = 0; a < extent.size(); ++a) tiles *= (extent[a] + tile.steps[a] - 1) / tile.steps[a];
-  // One tile is one pass over the image already: auto keeps it unless it holds much more.
-  const bool one_tile_holds_more = tiles == 1 && tile.predicted_bytes > kStreamMemoryAdvantage * strip.predicted_bytes;
-  std::string why;
-  if (tiles > 1) why = fmt::format("tiles of {} would recompute {:.2f}x", tile.tile, run.tile_recompute);
-  else if (one_tile_holds_more)
-    why = fmt::format("the whole image as one tile would hold {}, the stream {}", format_bytes(tile.predicted_bytes),
-                      format_bytes(strip.predicted_bytes));
+  const StripChoice strip =
+      choose_strip(model, extent, tile_choice_options(o, group).memory_budget, resident_bytes(), at::get_num_threads());
   if (!o.run_dir.empty()) run.band = band_rows(model, extent, group.size());
+  const ModeChoice mode = choose_mode(model, extent, tile, strip, run.band);
+  std::string why = mode.why;
   if (run.band > 0)
-    why += fmt::format("{}bands of {} rows over {} ranks recompute {:.2f}x", why.empty() ? "" : ", ", run.band,
-                       group.size(), band_recompute(model, extent, run.band));
-  if (o.mode == "auto" && tiles == 1 && !one_tile_holds_more) {
-    run.why = "tiles (auto: the whole image is one tile)";
+    why += fmt::format(", bands of {} rows over {} ranks recompute {:.2f}x", run.band, group.size(),
+                       band_recompute(model, extent, run.band));
+  if (o.mode == "auto" && !mode.stream) {
+    run.why = "tiles (auto: " + why + ")";
     return run;
   }
   run.strip = strip;
-  run.why = std::string("stream (") + (o.mode == "auto" ? "auto: " : "") +
-            "valid built-in U-Net without window statistics" + (why.empty() ? "" : "; " + why) + ")";
+  run.why = std::string("stream (") + (o.mode == "auto" ? "auto: " : "--mode stream; ") + why + ")";
   return run;
 }
 

@@ -103,7 +103,7 @@ void explain_simulation(const PlanJobOptions& o, const PlanResult& r) {
 nlohmann::json stream_json(const PlanResult& r) {
   const parallel::PlanOptions& po = r.options;
   if (po.training || stream_refusal(po.model)) return nullptr;
-  const StripChoice s = choose_strip(po.model, po.image, po.device_memory_bytes, 0);
+  const StripChoice s = choose_strip(po.model, po.image, po.device_memory_bytes, 0, 1);  // one thread a device
   return {{"strip", s.strip},
           {"predicted_bytes", s.predicted_bytes},
           {"carried_bytes", s.carried_bytes},

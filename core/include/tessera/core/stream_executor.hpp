@@ -58,6 +58,12 @@ class StreamExecutor {
  private:
   torch::Tensor step(int i, torch::Tensor x);
   torch::Tensor convolve(int i, const torch::Tensor& x, int64_t kernel);
+  /// Whether layer i's output is the input of a K > 1 convolution (i = −1: the strip).
+  bool feeds_convolution(int i) const;
+  /// Layer i's (a convolution's) whole input for `sizes` new rows, its carried rows already
+  /// in front; returns the view the new rows are written to. So the rows are copied once, by
+  /// the layer producing them (ReLU, concatenation, the strip's conversion), not joined again.
+  torch::Tensor place(int i, c10::IntArrayRef sizes);
   torch::Tensor pool(int i, const torch::Tensor& x);
   torch::Tensor concat(int i, const torch::Tensor& x);
   void keep_skip(int i, const torch::Tensor& x);
@@ -69,13 +75,14 @@ class StreamExecutor {
     int64_t first = 0;
     int64_t rows = 0;
     void append(const torch::Tensor& x);
-    torch::Tensor take(int64_t from, int64_t count) const;  ///< rows [from, from + count)
+    void copy_to(int64_t from, const torch::Tensor& out) const;  ///< rows [from, from + out's rows) into out
     void drop_before(int64_t row);
   };
   UNet net_;
   LayerSequence seq_;
   std::vector<LayerModules> modules_;
   std::vector<torch::Tensor> carry_;  // by layer: the input rows a convolution or pooling carries
+  std::vector<torch::Tensor> placed_; // by layer: a convolution's input for this strip, filled by place()
   std::vector<int64_t> consumed_;     // by layer: decoder rows a concatenation has consumed
   std::vector<SkipRows> skip_;        // by skip edge
   std::vector<int64_t> crop_;      // by skip edge: the centre crop per side, in rows

@@ -94,28 +94,69 @@ int64_t band_rows(const UNetOptions& model, const Index& extent, int ranks);
 /// stops at its last row). 1 for `band` 0.
 double band_recompute(const UNetOptions& model, const Index& extent, int64_t band);
 
-/// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
-/// not tiles: the tallest strip (a multiple of the alignment 2^(L-1)) of at most
-/// kStreamStripPixels input pixels (rows × the padded width across) whose predicted footprint
-/// (memory_model.hpp's stream_footprint, on top of what the process holds already) fits the
-/// budget; the alignment when none does, saying so. Taller strips hold more and hardly run
-/// faster (unet-tiny, 2048² scene, one thread: 56-row strips 2.78 s of CPU, 128-row 2.88 s,
-/// 16-row 3.06 s; peak RSS 407, 563, 313 MiB).
+/// Predicted time of a stream in strips of `strip` input rows (slices) over a padded input
+/// of `whole_input` sides, on `threads` intra-op threads, relative to one forward pass over
+/// the whole image at a tile's operator speed. Each convolution re-reads and copies its K − 1
+/// carried rows once a strip, and its threads split its output rows (in 3-D: its slab's
+/// slices × their rows), so a thin slab also leaves threads idle: level ℓ's operators on a
+/// slab of u such rows run about u / (u + r₀) as fast as on a tile, with
+/// r₀ = kStreamRowOverhead + kStreamThreadRowOverhead × (threads − 1). With share_ℓ the
+/// level's FLOPs / the network's and u_ℓ = strip / 2^ℓ (× the level's rows across in 3-D):
+///   Σ_ℓ share_ℓ × (1 + r₀ / u_ℓ).
+/// Tiles' time is their recompute (tile_recompute) at a tile's speed; `--mode auto`
+/// compares the two (choose_mode).
+double stream_time_factor(const UNetOptions& model, const Index& whole_input, int64_t strip, int threads);
+/// r₀ above, in rows, fitted to unet-tiny at 4096 wide (docs/streaming.md): one thread,
+/// strips of 8 to 192 rows against tiles of 384 (CPU seconds) → 0.3; two threads on a quiet
+/// host, 24-row strips 1.10× the time of tiles of 384 (recompute 1.45×) → r₀ ≈ 3.8.
+inline constexpr double kStreamRowOverhead = 0.3;
+inline constexpr double kStreamThreadRowOverhead = 3.5;
+/// A strip of at most this many input pixels (rows × the padded width across) costs little
+/// memory: strips are never shorter than it allows.
 inline constexpr int64_t kStreamStripPixels = int64_t{1} << 17;
+/// Strips are the shortest (a multiple of the alignment) predicted within this factor of
+/// one pass's time (stream_time_factor): taller ones hold more memory and gain little.
+inline constexpr double kStreamTimeTarget = 1.2;
 
+/// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
+/// not tiles: the shortest strip (a multiple of the alignment 2^(L-1)) predicted within
+/// kStreamTimeTarget of one pass's time, or the tallest of at most kStreamStripPixels where
+/// that is taller; when its footprint (memory_model.hpp's stream_footprint of the strip
+/// height, the padded width across and the channels, on top of what the process holds
+/// already) does not fit the budget, the tallest shorter one that does; the alignment when
+/// none does, saying so.
 struct StripChoice {
   int64_t strip = 0;            ///< input rows (slices) per strip: InferenceOptions::strip
   int64_t predicted_bytes = 0;  ///< stream_footprint's bytes + the baseline
   int64_t carried_bytes = 0;    ///< of which carried rows and skip buffers (unscaled)
   int64_t budget_bytes = 0;
+  double predicted_time = 1;    ///< stream_time_factor of the strip
   std::string reason;
 
-  /// "strips of 56 rows (largest up to 56 fitting the 2 GiB budget: predicted 310 MiB)".
+  /// "strips of 32 rows (predicted 1.08x one pass's time; 310 MiB within the 2 GiB budget)".
   std::string summary() const;
 };
 
 /// The strip for `model` on an image `extent`; `memory_budget` 0: default_memory_budget().
-StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes);
+/// `threads`: the intra-op threads the stream will run on (stream_time_factor).
+StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes,
+                         int threads);
+
+/// `--mode auto` between the tiles it chose and a stream, for a model that streams: by
+/// predicted time, both relative to one pass over the image at a tile's operator speed —
+/// the tiles' tile_recompute against the strip's stream_time_factor × what bands of `band`
+/// rows recompute (band_recompute; 0: one band). The stream where it is predicted faster,
+/// or where the whole image as one tile would hold more than kStreamMemoryAdvantage × the
+/// stream's predicted memory (the same pass in a fraction of the memory); else the tiles.
+struct ModeChoice {
+  bool stream = false;
+  double tile_time = 1;    ///< the tiles' predicted time (their recompute)
+  double stream_time = 1;  ///< the stream's
+  std::string why;         ///< "predicted 1.08x one pass's time against 1.45x for tiles of 384"
+};
+inline constexpr double kStreamMemoryAdvantage = 2.0;
+ModeChoice choose_mode(const UNetOptions& model, const Index& extent, const TileChoice& tile, const StripChoice& strip,
+                       int64_t band);
 
 }  // namespace tessera
 
