@@ -2,7 +2,8 @@
 # The harder generated dataset (tessera-make-sample --msd DIR --hard; docs/new-dataset.md):
 #   - the same seed writes the same bytes, another seed other cases;
 #   - 8 training and 2 held-out cases (imagesTs with labelsTs), every case its own spacing,
-#     anisotropic ones among them, and flipped directions (tessera info reads the headers);
+#     anisotropic ones among them, the documented axis flips in the headers (tessera info), and
+#     the anatomy kept in place by them (the liver's centre on the patient's right, LPS x < 0);
 #   - `tessera plan --dataset` fingerprints each case with its own spacing (per LPS axis) and
 #     plans the spacing computed here by hand from those headers: the median per axis, and
 #     nnU-Net's anisotropy rule (coarsest axis > 3x the others and under a third of their
@@ -39,8 +40,23 @@ spacings = [[h["spacing"][2], h["spacing"][1], h["spacing"][0]] for h in heads] 
 shapes = [h["size"] for h in heads]  # (z, y, x) already
 if len({tuple(s) for s in spacings}) != len(spacings): fail(f"cases share a spacing: {spacings}")
 if not any(s[0] > 1.4 * s[2] for s in spacings): fail(f"no anisotropic case: {spacings}")
-flipped = [h["path"] for h in heads + [info(p) for p in test] if min(h["direction"][0], h["direction"][4], h["direction"][8]) < 0]
-if len(flipped) < 3: fail(f"only {len(flipped)} cases with a flipped direction")
+# The documented flips (sample_data/ct_cases.hpp): x in odd cases, y when case % 3 == 2, z when case % 4 == 3.
+flipped = 0
+for k, h in enumerate(heads + [info(p) for p in test]):
+    want = [k % 2 == 1, k % 3 == 2, k % 4 == 3]
+    got_flips = [h["direction"][4 * a] < 0 for a in range(3)]
+    if got_flips != want: fail(f"{h['path']}: direction {h['direction']}, expected flips (x, y, z) {want}")
+    flipped += any(want)
+# The flips keep the anatomy in place: the liver lies on the patient's right (LPS x < 0, within
+# the body's half) in every case, whichever way its voxels are stored.
+import gzip, struct
+for p, h in zip(train, heads):
+    raw = gzip.open(p.replace("imagesTr", "labelsTr")).read()
+    nx, ny, nz = struct.unpack("<8h", raw[40:56])[1:4]
+    voxels = raw[int(struct.unpack("<f", raw[108:112])[0]):]
+    xs = [i % nx for i, v in enumerate(voxels[:nx * ny * nz]) if v == 1]
+    x = h["origin"][0] + h["direction"][0] * h["spacing"][0] * sum(xs) / len(xs)
+    if not -0.5 * nx * h["spacing"][0] < x < 0: fail(f"{p}: the liver's centre is at LPS x = {x:.1f} mm")
 # The fingerprint: each case's own spacing and extent.
 got = {c["id"]: c for c in plan["fingerprint"]["cases"]}
 for p, s, sh in zip(train, spacings, shapes):
@@ -57,7 +73,7 @@ if target[worst] > 3 * max(target[a] for a in others) and size[worst] * 3 < min(
     target[worst] = max(percentile([s[worst] for s in spacings], 10), max(target[a] for a in others))
 if any(abs(a - b) > 1e-9 for a, b in zip(plan["plan"]["spacing"], target)):
     fail(f"plan spacing {plan['plan']['spacing']}, by hand {target} (cases {spacings})")
-print("hard_dataset: spacing", [round(t, 3) for t in target], "from", len(spacings), "cases,", len(flipped), "flipped")
+print("hard_dataset: spacing", [round(t, 3) for t in target], "from", len(spacings), "cases,", flipped, "of 10 flipped")
 PY
 [ $? -eq 0 ] || exit 1
 
