@@ -103,7 +103,8 @@ DatasetFingerprint fingerprint_config(const std::string& path) {
   std::vector<MsdCase> cases;
   for (const PairConfig& p : c.data.pairs) {
     if (io::is_vector_path(p.labels))
-      throw Error(p.where + ": " + p.prefix + "labels: " + p.labels + " is polygons; plan --dataset needs label rasters or volumes");
+      throw Error(p.where + ": " + p.prefix + "labels: " + p.labels +
+                  " is polygons; plan --dataset needs label rasters or volumes");
     std::string id = std::filesystem::path(p.image).filename().string();
     id = id.substr(0, id.find('.'));
     cases.push_back({id, config_relative(path, p.image), config_relative(path, p.labels)});
