@@ -4,6 +4,9 @@
 // w ∈ [0, 1] from the feet to the head) for the layout, and in millimetres for textures
 // so they look isotropic whatever the spacing.
 #include <cstdint>
+#include <vector>
+
+#include "ct_phantom.hpp"
 
 #include "random.hpp"
 
@@ -33,6 +36,19 @@ struct AnatomyVariant {
   /// liver and both kidneys stay in the last quarter of z.
   static AnatomyVariant target_domain(uint64_t seed, int k);
 };
+
+/// Everything one phantom is made of: its voxel grid, its patient and its scanner.
+struct PhantomRecipe {
+  Index extent;                       ///< (z, y, x); the layout spans the whole field of view
+  std::vector<double> spacing;        ///< (x, y, z) mm
+  uint64_t seed = 0;                  ///< textures and noise
+  AnatomyVariant anatomy;
+  CtScanner scanner;
+  bool calibrate = false;             ///< apply the scanner's contrast and offset (target domains)
+};
+
+/// The phantom of `r` on identity direction, volume centred on 0 (ct_phantom.hpp's CtPhantom).
+CtPhantom render_ct_phantom(const PhantomRecipe& r);
 
 /// The phantom's noise textures for one anatomy seed, built once and shared by every voxel.
 struct AnatomyTextures {

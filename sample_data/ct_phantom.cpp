@@ -78,39 +78,32 @@ const std::vector<std::string>& ct_class_names() {
   return names;
 }
 
-CtPhantom make_ct_phantom(const CtOptions& options) {
-  options.validate();
-  const int64_t n = options.size;
+CtPhantom render_ct_phantom(const PhantomRecipe& r) {
+  const int64_t nz = r.extent[0], ny = r.extent[1], nx = r.extent[2];
   CtPhantom ct;
-  ct.extent = {n, n, n};
-  ct.geo.spacing = {options.spacing_xy, options.spacing_xy, options.spacing_z};
-  ct.geo.origin = {-0.5 * n * options.spacing_xy, -0.5 * n * options.spacing_xy,
-                   -0.5 * n * options.spacing_z};
+  ct.extent = r.extent;
+  ct.geo.spacing = r.spacing;
+  ct.geo.origin = {-0.5 * nx * r.spacing[0], -0.5 * ny * r.spacing[1], -0.5 * nz * r.spacing[2]};
   ct.geo.direction = {1, 0, 0, 0, 1, 0, 0, 0, 1};
-  const size_t count = size_t(n * n * n);
+  const size_t count = size_t(nz * ny * nx);
   ct.hu.resize(count);
   ct.labels.resize(count);
 
-  const uint64_t seed = domain_seed(options.seed, options.domain);
-  const AnatomyTextures textures(mix_seed(seed, 2));
-  const AnatomyVariant anatomy =
-      options.domain == 0 ? AnatomyVariant{} : AnatomyVariant::target_domain(options.seed,
-                                                                              options.domain);
-  ct.scanner = options.domain == 0 ? CtScanner{}
-                                   : CtScanner::target_domain(options.seed, options.domain);
+  const AnatomyTextures textures(mix_seed(r.seed, 2));
+  ct.scanner = r.scanner;
   const CtScanner& scanner = ct.scanner;
-  for (int64_t k = 0; k < n; ++k)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t i = 0; i < n; ++i) {
+  for (int64_t k = 0; k < nz; ++k)
+    for (int64_t j = 0; j < ny; ++j)
+      for (int64_t i = 0; i < nx; ++i) {
         Point3 p;
-        p.u = (i + 0.5) / double(n) * 2.0 - 1.0;
-        p.v = (j + 0.5) / double(n) * 2.0 - 1.0;
-        p.w = (k + 0.5) / double(n);
+        p.u = (i + 0.5) / double(nx) * 2.0 - 1.0;
+        p.v = (j + 0.5) / double(ny) * 2.0 - 1.0;
+        p.w = (k + 0.5) / double(nz);
         p.x = ct.geo.origin[0] + i * ct.geo.spacing[0];
         p.y = ct.geo.origin[1] + j * ct.geo.spacing[1];
         p.z = ct.geo.origin[2] + k * ct.geo.spacing[2];
-        const Tissue t = tissue_at(p, textures, anatomy);
-        const size_t at = size_t((k * n + j) * n + i);
+        const Tissue t = tissue_at(p, textures, r.anatomy);
+        const size_t at = size_t((k * ny + j) * nx + i);
         ct.hu[at] = t.hu;
         ct.labels[at] = t.label;
       }
@@ -118,18 +111,33 @@ CtPhantom make_ct_phantom(const CtOptions& options) {
   // Partial volume, then noise that the reconstruction kernel correlates within each slice.
   for (int axis = 0; axis < 3; ++axis) smooth_axis(ct.hu, ct.extent, axis);
   if (scanner.thick_slices) smooth_axis(ct.hu, ct.extent, 0);
-  Rng rng(mix_seed(seed, 3));
+  Rng rng(mix_seed(r.seed, 3));
   for (float& v : ct.hu) v += scanner.noise_sigma * float(rng.normal());
   for (int pass = 0; pass < scanner.kernel_passes; ++pass) {
     smooth_axis(ct.hu, ct.extent, 1);
     smooth_axis(ct.hu, ct.extent, 2);
   }
-  if (options.domain != 0) {
+  if (r.calibrate) {
     const float pivot = CtScanner::kSoftTissueHu;
     for (float& v : ct.hu) v = pivot + scanner.contrast * (v - pivot) + scanner.hu_offset;
   }
   for (float& v : ct.hu) v = std::clamp(std::round(v), -1024.f, 3071.f);
   return ct;
+}
+
+CtPhantom make_ct_phantom(const CtOptions& options) {
+  options.validate();
+  const int64_t n = options.size;
+  PhantomRecipe r;
+  r.extent = {n, n, n};
+  r.spacing = {options.spacing_xy, options.spacing_xy, options.spacing_z};
+  r.seed = domain_seed(options.seed, options.domain);
+  if (options.domain != 0) {
+    r.anatomy = AnatomyVariant::target_domain(options.seed, options.domain);
+    r.scanner = CtScanner::target_domain(options.seed, options.domain);
+    r.calibrate = true;
+  }
+  return render_ct_phantom(r);
 }
 
 }  // namespace tessera::sample

@@ -1,6 +1,7 @@
 // tessera-make-sample: writes the deterministic sample data the demo and the tests use.
 //   tessera-make-sample --out DIR [--size 2048] [--ct-size 128] [--seed 7] [--targets 3]
 //                       [--only scene|ct|all] [--msd DIR] [--ct-spacing XY Z] [--msd-modality CT|MR]
+//                       [--hard [--cases 8] [--test-cases 3]]
 // Besides the source scene and CT, --targets N target domains of each for domain adaptation
 // (scene_t<k>, ct_t<k>, k = 1 … N): another layout or patient seen through another sensor
 // or scanner; their labels are for evaluation only.
@@ -8,6 +9,9 @@
 // besides) --out: the source CT and the --targets target CTs as training cases
 // (imagesTr/ct_000.nii.gz, labelsTr/ct_000.nii.gz, …), one more patient (seed + 1, its own
 // scanner) in imagesTs/ct_test_000.nii.gz, and dataset.json naming the classes.
+// --msd DIR --hard writes a harder dataset instead (ct_cases.hpp): --cases training cases and
+// --test-cases held-out ones (imagesTs, with their labels in labelsTs for evaluation), every
+// one another patient, scanner, spacing (anisotropic from the second) and orientation.
 // One summary line per file written; on failure one line naming the file, exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -24,6 +28,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "ct_cases.hpp"
 #include "ct_phantom.hpp"
 #include "label_stats.hpp"
 #include "ordered_jobs.hpp"
@@ -53,6 +58,9 @@ struct MakeSampleOptions {
   std::string only = "all";  ///< "scene", "ct" or "all"
   std::vector<double> ct_spacing;  ///< CT spacing in-plane and between slices, mm; empty = CtOptions' defaults
   std::string msd_modality = "CT";  ///< --msd: CT (Hounsfield units) or MR (arbitrary units, a scale per case)
+  bool hard = false;   ///< --msd: the harder dataset of ct_cases.hpp instead of the CTs of --out
+  int cases = 8;       ///< --hard: training cases
+  int test_cases = 3;  ///< --hard: held-out cases (imagesTs, labelsTs)
 
   // The phantom options of this run for `seed`.
   CtOptions ct_options(uint64_t case_seed) const {
@@ -66,7 +74,7 @@ struct MakeSampleOptions {
 
   void validate() const {
     if (out_dir.empty() && msd_dir.empty()) throw Error("--out: an output folder is required (or --msd DIR)");
-    if (!msd_dir.empty() && targets < 1)
+    if (!msd_dir.empty() && !hard && targets < 1)
       throw Error("--msd: needs --targets 1 or more (a dataset of at least two training cases)");
     if (targets < 0 || targets > kMaxTargetDomains)
       throw Error("--targets: " + std::to_string(targets) + " is outside [0, " +
@@ -77,6 +85,10 @@ struct MakeSampleOptions {
     ct_options(seed).validate();
     if (msd_modality != "CT" && msd_modality != "MR")
       throw Error("--msd-modality: '" + msd_modality + "' is not CT or MR");
+    if (hard && msd_dir.empty()) throw Error("--hard: needs --msd DIR (the hard dataset is an MSD folder)");
+    if (hard && msd_modality != "CT") throw Error("--hard: CT only (each case has its own scanner gain already)");
+    if (cases < 2 || cases > 999) throw Error("--cases: " + std::to_string(cases) + " is outside [2, 999]");
+    if (test_cases < 1 || test_cases > 999) throw Error("--test-cases: " + std::to_string(test_cases) + " is outside [1, 999]");
   }
 };
 
@@ -220,6 +232,22 @@ std::string make_msd_case(const MakeSampleOptions& o, int k, bool test) {
   return summary + fmt::format("{}: UInt8 labels\n", labels);
 }
 
+// --msd --hard: case `index`; the first o.cases train, the others are held out with their labels.
+std::string make_hard_case(const MakeSampleOptions& o, int index) {
+  const CtPhantom ct = make_hard_ct_case(o.seed, index, o.ct_size);
+  const bool test = index >= o.cases;
+  const fs::path dir(o.msd_dir);
+  const std::string name = fmt::format("case_{:03d}.nii.gz", index);
+  const std::string image = (dir / (test ? "imagesTs" : "imagesTr") / name).string();
+  const std::string labels = (dir / (test ? "labelsTs" : "labelsTr") / name).string();
+  fs::create_directories(fs::path(image).parent_path());
+  fs::create_directories(fs::path(labels).parent_path());
+  write_ct_volume(ct, image);
+  write_ct_labels(ct, labels);
+  return fmt::format("{}: {}x{}x{} Int16 HU, {}\n{}: UInt8 labels{}\n", image, ct.extent[2], ct.extent[1], ct.extent[0],
+                     describe_hard_case(ct), labels, test ? ", held out (evaluation only)" : "");
+}
+
 // --msd: dataset.json in the Decathlon's v1 layout, after the files it lists.
 std::string write_msd_json(const MakeSampleOptions& o) {
   nlohmann::ordered_json j;
@@ -230,18 +258,24 @@ std::string write_msd_json(const MakeSampleOptions& o) {
   const std::vector<std::string>& names = ct_class_names();
   j["labels"] = nlohmann::ordered_json::object();
   for (size_t i = 0; i < names.size(); ++i) j["labels"][std::to_string(i)] = names[i];
-  j["numTraining"] = o.targets + 1;
-  j["numTest"] = 1;
+  const int training = o.hard ? o.cases : o.targets + 1, tests = o.hard ? o.test_cases : 1;
+  if (o.hard)
+    j["description"] = "Synthetic abdominal CT phantoms from tessera-make-sample --hard: every case its own patient, "
+                       "scanner, spacing and orientation; the test cases' labels are in labelsTs";
+  j["numTraining"] = training;
+  j["numTest"] = tests;
   j["training"] = nlohmann::ordered_json::array();
-  for (int k = 0; k <= o.targets; ++k) {
-    const std::string id = fmt::format("ct_{:03d}.nii.gz", k);
+  for (int k = 0; k < training; ++k) {
+    const std::string id = fmt::format("{}_{:03d}.nii.gz", o.hard ? "case" : "ct", k);
     j["training"].push_back({{"image", "./imagesTr/" + id}, {"label", "./labelsTr/" + id}});
   }
-  j["test"] = {"./imagesTs/ct_test_000.nii.gz"};
+  j["test"] = nlohmann::ordered_json::array();
+  for (int k = 0; k < tests; ++k)
+    j["test"].push_back(o.hard ? fmt::format("./imagesTs/case_{:03d}.nii.gz", training + k) : "./imagesTs/ct_test_000.nii.gz");
   const std::string path = (fs::path(o.msd_dir) / "dataset.json").string();
   write_file_atomically(path, {j.dump(2), "\n"});
-  return fmt::format("{}: MSD v1, {} training cases, 1 test image, labels {}\n", path, o.targets + 1,
-                     fmt::join(names, ", "));
+  return fmt::format("{}: MSD v1, {} training cases, {} test image{}, labels {}\n", path, training, tests,
+                     tests == 1 ? "" : "s", fmt::join(names, ", "));
 }
 
 // Every file to write as a job: the scenes first (the source is the longest job), then the CTs.
@@ -253,6 +287,10 @@ std::vector<SummaryJob> sample_jobs(const MakeSampleOptions& o) {
   for (int k = 0; k <= o.targets && out && o.only != "scene"; ++k)
     jobs.emplace_back([&o, k] { return make_ct(o, k); });
   if (o.msd_dir.empty()) return jobs;
+  if (o.hard) {
+    for (int k = 0; k < o.cases + o.test_cases; ++k) jobs.emplace_back([&o, k] { return make_hard_case(o, k); });
+    return jobs;
+  }
   for (int k = 0; k <= o.targets; ++k)
     jobs.emplace_back([&o, k] { return make_msd_case(o, k, false); });
   jobs.emplace_back([&o] { return make_msd_case(o, 0, true); });
@@ -286,6 +324,12 @@ int main(int argc, char** argv) {
       ->expected(2);
   app.add_option("--msd-modality", options.msd_modality,
                  "--msd: CT (Int16 HU) or MR (Float32, arbitrary units, another gain per case)")
+      ->capture_default_str();
+  app.add_flag("--hard", options.hard,
+               "--msd: a harder dataset instead: every case its own patient, scanner (gain, noise), spacing "
+               "(anisotropic) and orientation (axis flips); held-out cases in imagesTs with labelsTs");
+  app.add_option("--cases", options.cases, "--hard: training cases")->capture_default_str();
+  app.add_option("--test-cases", options.test_cases, "--hard: held-out test cases (labels in labelsTs)")
       ->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -143,7 +143,7 @@ VolumeResampling choose_resampling(const ResampleConfig& config, const std::vect
   // nnU-Net's default target: the median spacing of the training cases, per axis.
   std::vector<std::vector<double>> axes(3);
   for (const ImageSource* image : images) {
-    const io::VolumeGrid g = io::grid_of(image->info());
+    const io::VolumeGrid g = io::axis_aligned_grid(io::grid_of(image->info()));  // spacing per LPS axis
     for (int a = 0; a < 3; ++a) axes[a].push_back(g.geo.spacing[a]);
   }
   for (auto& v : axes) {
@@ -158,7 +158,8 @@ std::unique_ptr<ImageSource> to_network_grid(const ImageSource& image, const Vol
                                              bool is_labels) {
   if (!resampling.enabled() || !is_volume(image)) return nullptr;
   const io::VolumeGrid grid = io::grid_of(image.info());
-  const io::VolumeGrid target = io::resampled_grid(grid, resampling.spacing);
+  // Reoriented first (LPS, identity direction), so that every case's array reads the same way.
+  const io::VolumeGrid target = io::resampled_grid(io::axis_aligned_grid(grid), resampling.spacing);
   if (target == grid) return nullptr;
   return io::resample_volume(image, target, io::parse_interpolation(is_labels ? resampling.labels : resampling.image));
 }

@@ -4,6 +4,7 @@
 #include "tessera/io/resample.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -149,6 +150,32 @@ VolumeGrid resampled_grid(const VolumeGrid& grid, const std::vector<double>& spa
     out.extent[2 - a] = static_cast<int64_t>(n);
     out.geo.spacing[a] = s;
   }
+  return out;
+}
+
+VolumeGrid axis_aligned_grid(const VolumeGrid& grid) {
+  check_grid(grid);
+  const std::vector<double>& d = grid.geo.direction;  // row-major: column c is index axis c in LPS
+  // The permutation (physical axis r <- index axis axes[r]) closest to the direction.
+  std::array<int, 3> axes{0, 1, 2}, best = axes;
+  double best_weight = -1;
+  do {
+    const double weight = std::abs(d[size_t(axes[0])]) + std::abs(d[size_t(3 + axes[1])]) + std::abs(d[size_t(6 + axes[2])]);
+    if (weight > best_weight) best_weight = weight, best = axes;
+  } while (std::next_permutation(axes.begin(), axes.end()));
+  VolumeGrid out = grid;
+  std::array<double, 3> corner{0, 0, 0};  // index of the voxel nearest the -x, -y, -z corner
+  for (size_t r = 0; r < 3; ++r) {
+    const size_t c = size_t(best[r]);
+    out.geo.spacing[r] = grid.geo.spacing[c];
+    out.extent[2 - r] = grid.extent[2 - c];
+    if (d[3 * r + c] < 0) corner[c] = static_cast<double>(grid.extent[2 - c] - 1);
+  }
+  for (size_t r = 0; r < 3; ++r) {
+    out.geo.origin[r] = grid.geo.origin[r];
+    for (size_t c = 0; c < 3; ++c) out.geo.origin[r] += d[3 * r + c] * grid.geo.spacing[c] * corner[c];
+  }
+  out.geo.direction = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   return out;
 }
 

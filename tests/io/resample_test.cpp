@@ -277,6 +277,38 @@ TEST(Resample, NearestRoundTripKeepsAShapeAwayFromItsBoundary) {
   }
 }
 
+TEST(Resample, AxisAlignedGridOfFlipsAndPermutationsKeepsEveryVoxelCentre) {
+  VolumeGrid g;
+  g.extent = {7, 5, 9};  // (z, y, x)
+  g.geo.spacing = {0.8, 1.1, 3.0};
+  g.geo.origin = {12.0, -4.0, 30.0};
+  // Index x runs towards LPS −y, index y towards +x, index z towards −z.
+  g.geo.direction = {0, 1, 0, -1, 0, 0, 0, 0, -1};
+  const VolumeGrid a = axis_aligned_grid(g);
+  EXPECT_EQ(a.geo.direction, (std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  EXPECT_EQ(a.extent, (Index{7, 9, 5}));
+  EXPECT_EQ(a.geo.spacing, (std::vector<double>{1.1, 0.8, 3.0}));
+  // Every voxel centre of g is one of a's, and each of a's is hit once.
+  std::vector<int> hits(static_cast<size_t>(count(a.extent)), 0);
+  for_each_voxel(g, [&](int64_t, const Point& p) {
+    int64_t index[3];
+    for (int r = 0; r < 3; ++r) {
+      const double at = (p[r] - a.geo.origin[r]) / a.geo.spacing[r];
+      ASSERT_NEAR(at, std::round(at), 1e-9);
+      index[r] = std::llround(at);
+      ASSERT_GE(index[r], 0);
+      ASSERT_LT(index[r], a.extent[2 - r]);
+    }
+    ++hits[size_t((index[2] * a.extent[1] + index[1]) * a.extent[2] + index[0])];
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  // So labels go there and back unchanged.
+  std::vector<uint8_t> labels(static_cast<size_t>(count(g.extent)));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<uint8_t>(i % 251);
+  EXPECT_EQ(resample_labels(resample_labels(labels, g, a), a, g), labels);
+  EXPECT_TRUE(axis_aligned_grid(a) == a);
+}
+
 // Records what reaches it, to see when the resampling sink passes labels on.
 class RecordingSink final : public LabelSink {
  public:

@@ -65,24 +65,6 @@ class PlanSetter {
   std::vector<AutoChoice>& out_;
 };
 
-// The fingerprint of data.dataset, or of data.pairs on their training regions.
-DatasetFingerprint fingerprint_run_data(const RunConfig& c, const std::string& config) {
-  if (!c.data.dataset.empty()) return fingerprint_dataset(config_relative(config, c.data.dataset));
-  std::vector<MsdCase> cases;
-  for (const PairConfig& p : c.data.pairs) {
-    if (io::is_vector_path(p.labels))
-      throw Error(p.where + ": " + p.prefix + "labels: --auto fingerprints label rasters; " + p.labels +
-                  " is polygons (burn them with a run without --auto, or give a label raster)");
-    cases.push_back({std::filesystem::path(p.image).stem().string(), config_relative(config, p.image),
-                     config_relative(config, p.labels)});
-  }
-  std::vector<std::string> names = c.data.class_names;
-  for (int k = static_cast<int>(names.size()); k < c.model.options.classes; ++k) names.push_back("class " + std::to_string(k));
-  const Holdout holdout = c.data.holdout;
-  return fingerprint_cases(config.empty() ? "data.pairs" : config, cases, names,
-                           [holdout](const Index& extent) { return training_region(extent, holdout); });
-}
-
 std::string choice_why(const TrainingPlan& p, const std::string& key) {
   for (const PlanChoice& ch : p.choices)
     if (ch.key == key) return ch.why;
@@ -153,6 +135,24 @@ void set_augmentation(PlanSetter& s, int dims, double budget_s) {
 }
 
 }  // namespace
+
+DatasetFingerprint fingerprint_run_data(const RunConfig& c, const std::string& config) {
+  if (!c.data.dataset.empty()) return fingerprint_dataset(config_relative(config, c.data.dataset));
+  std::vector<MsdCase> cases;
+  for (const PairConfig& p : c.data.pairs) {
+    if (io::is_vector_path(p.labels))
+      throw Error(p.where + ": " + p.prefix + "labels: " + p.labels +
+                  " is polygons; a fingerprint needs label rasters or volumes (burn them with a run without --auto)");
+    std::string id = std::filesystem::path(p.image).filename().string();
+    id = id.substr(0, id.find('.'));  // case_000.nii.gz -> case_000
+    cases.push_back({id, config_relative(config, p.image), config_relative(config, p.labels)});
+  }
+  std::vector<std::string> names = c.data.class_names;
+  for (int k = static_cast<int>(names.size()); k < c.model.options.classes; ++k) names.push_back("class " + std::to_string(k));
+  const Holdout holdout = c.data.holdout;
+  return fingerprint_cases(config.empty() ? "data.pairs" : config, cases, names,
+                           [holdout](const Index& extent) { return training_region(extent, holdout); });
+}
 
 double parse_time_budget(const std::string& text) {
   const auto bad = [&] {

@@ -1,25 +1,38 @@
-// fingerprint_dataset / fingerprint_cases (dataset_plan.hpp): every labelled case opened for its
-// extent and spacing, its labels counted slice by slice, and the foreground intensities.
+// fingerprint_dataset / fingerprint_cases (dataset_plan.hpp): an MSD / nnU-Net folder or a
+// training config's pairs; every labelled case opened for its extent and spacing, its labels
+// counted slice by slice, and the foreground intensities.
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 
 #include "tessera/core/error.hpp"
+#include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "tessera/engine/dataset_plan.hpp"
 #include "tessera/engine/msd_dataset.hpp"
 #include "tessera/engine/preprocessing.hpp"
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
+#include "tessera/io/resample.hpp"
 
 namespace tessera::engine {
 namespace {
 
-// Spacing in the extent's axis order: a volume's ITK (x, y, z) reversed, a raster's pixel size.
-std::vector<double> spacing_of(const ImageInfo& info) {
+// Extent (of `box`) and spacing in the extent's axis order: a whole volume's per LPS axis (as
+// training reorients it: flips and axis permutations undone), ITK's (x, y, z) spacing
+// reversed; a raster's pixel size.
+CaseFingerprint case_fingerprint(const std::string& id, const ImageInfo& info, const Box& box) {
   const auto& g = info.geo;
-  if (!g.spacing.empty()) return std::vector<double>(g.spacing.rbegin(), g.spacing.rbegin() + long(info.extent.size()));
-  if (g.geotransform.size() == 6) return {std::abs(g.geotransform[5]), std::abs(g.geotransform[1])};
-  return std::vector<double>(info.extent.size(), 1.0);
+  if (info.kind == "volume" && info.extent.size() == 3 && box.size == info.extent) {
+    const io::VolumeGrid grid = io::axis_aligned_grid(io::grid_of(info));
+    const std::vector<double>& s = grid.geo.spacing;
+    return {id, grid.extent, {s[2], s[1], s[0]}};
+  }
+  if (!g.spacing.empty())
+    return {id, box.size, std::vector<double>(g.spacing.rbegin(), g.spacing.rbegin() + long(info.extent.size()))};
+  if (g.geotransform.size() == 6) return {id, box.size, {std::abs(g.geotransform[5]), std::abs(g.geotransform[1])}};
+  return {id, box.size, std::vector<double>(info.extent.size(), 1.0)};
 }
 
 // Adds each class's voxels of `labels` inside `region` to `counts`, one slice (row) at a time.
@@ -55,7 +68,7 @@ DatasetFingerprint fingerprint_cases(const std::string& folder, const std::vecto
       throw Error(c.label + ": " + to_string(labels.info().extent) + " voxels, its image " + c.image + " " + to_string(extent));
     const Box box = region ? region(extent) : Box{Index(extent.size(), 0), extent};
     if (f.modality.empty()) f.modality = volume_modality(image);
-    f.cases.push_back({c.id, box.size, spacing_of(image.info())});
+    f.cases.push_back(case_fingerprint(c.id, image.info(), box));
     f.dims = static_cast<int>(extent.size());
     count_labels(labels, box, counts);
     regions.push_back({&image, &labels, box});
@@ -73,7 +86,10 @@ DatasetFingerprint fingerprint_cases(const std::string& folder, const std::vecto
   return f;
 }
 
-DatasetFingerprint fingerprint_dataset(const std::string& folder) {
+DatasetFingerprint fingerprint_dataset(const std::string& path) {
+  // A training config: its data.dataset folder, or its data.pairs on their training regions.
+  if (std::filesystem::is_regular_file(path)) return fingerprint_run_data(read_run_config(ConfigFile::load(path)), path);
+  const std::string& folder = path;
   const MsdDataset d = read_msd_dataset(folder);
   if (d.cases.empty()) throw Error(folder + "/dataset.json: lists no labelled case");
   DatasetFingerprint f = fingerprint_cases(folder, d.cases, d.class_names, nullptr);

@@ -42,6 +42,10 @@ double parse_time_budget(const std::string& text);
 /// is one key). Empty for an empty path.
 std::set<std::string> config_file_keys(const std::string& config);
 
+/// The fingerprint of `c`'s data.dataset (relative to `config`), or of its data.pairs on their
+/// training regions (the holdout left out). Throws naming the pair with polygon labels.
+DatasetFingerprint fingerprint_run_data(const RunConfig& c, const std::string& config);
+
 /// Fingerprints `c`'s data (paths relative to `config`), plans it, and sets every key the plan
 /// decides that neither `file_keys` nor `flag_keys` holds. Throws tessera::Error naming the
 /// config or the pair it cannot plan (polygon labels, a model.kind dsn).

@@ -2,8 +2,9 @@
 // A new dataset's fingerprint and the training plan derived from it (nnU-Net v2's rules, as far
 // as Tessera's U-Net can follow them), for `tessera plan --dataset DIR`. Torch-free.
 //
-// Fingerprint: every labelled case of an MSD / nnU-Net folder (msd_dataset.hpp) opened for its
-// extent and spacing, its labels counted per class, and the foreground intensities of the
+// Fingerprint: every labelled case of an MSD / nnU-Net folder (msd_dataset.hpp), or of a
+// training config's data.pairs, opened for its extent and spacing (per LPS axis, as training
+// reorients volumes), its labels counted per class, and the foreground intensities of the
 // training images (io/normalization.hpp's foreground_statistics: the 0.5 / 99.5 percentiles,
 // mean and std of the clipped foreground voxels).
 //
@@ -51,8 +52,12 @@ struct DatasetFingerprint {
   int64_t fg_voxels = 0;
 };
 
-/// Reads FOLDER (dataset.json: MSD v1 or nnU-Net v2). Throws tessera::Error naming the file.
-DatasetFingerprint fingerprint_dataset(const std::string& folder);
+/// Reads PATH: a folder (dataset.json: MSD v1 or nnU-Net v2), or a training config (YAML file)
+/// whose data.dataset is read so, or whose data.pairs are the cases (each on its training
+/// region, the holdout left out, as `train --auto` plans them; classes from data.class_names,
+/// else model.classes). Throws tessera::Error
+/// naming the file.
+DatasetFingerprint fingerprint_dataset(const std::string& path);
 
 /// The fingerprint of labelled cases (image and label paths; a config's image/label pairs):
 /// each case measured inside `region(extent)` (null: the whole image; a holdout left out),

@@ -19,7 +19,7 @@ struct PlanJobOptions {
   std::string model_preset = "unet-tiny";        ///< its preset name: the calibration entry, the report
   // the problem
   std::string image;              ///< W×H or W×H×D; required unless calibrate or dataset
-  std::string dataset;            ///< an MSD / nnU-Net folder: its fingerprint and training plan (dataset_plan.hpp)
+  std::string dataset;            ///< an MSD / nnU-Net folder or a training config: its fingerprint and training plan (dataset_plan.hpp)
   int devices = 1;
   double device_memory = 16;      ///< GiB per device
   bool train = false;             ///< the default: plan training
@@ -48,7 +48,8 @@ template <class V>
 void fields(PlanJobOptions& o, V& v) {
   v.field("image", o.image, "Image extent W×H or W×H×D (pixels/voxels)");
   v.field("dataset", o.dataset,
-          "An MSD / nnU-Net dataset folder (dataset.json, imagesTr, labelsTr): print its fingerprint (spacings, shapes, "
+          "An MSD / nnU-Net dataset folder (dataset.json, imagesTr, labelsTr), or a training config (YAML) whose "
+          "data.pairs are the cases: print its fingerprint (spacings, shapes, "
           "foreground intensities, class frequencies) and the training plan derived from it (spacing, patch, pooling, "
           "batch, filters, norm, schedule, sampling, augmentation), each choice with its reason, sized to --devices and "
           "--device-memory (0: this machine, half of MemAvailable); --json: as JSON");

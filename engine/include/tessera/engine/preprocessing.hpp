@@ -2,8 +2,10 @@
 // What happens to an image before the network and to its labels after it, decided once per
 // training run and stored in the checkpoint (CheckpointMeta::norm, ::resampling), so that
 // `tessera infer` repeats it on every input:
-//  - resampling: volumes to one spacing (the training cases' median by default, as nnU-Net),
-//    images linearly, labels by nearest neighbour; labels come back onto each input's own grid;
+//  - resampling: volumes reoriented to LPS (identity direction: axis flips and permutations
+//    undone, io::axis_aligned_grid) and brought to one spacing (the training cases' median per
+//    LPS axis by default, as nnU-Net), images linearly, labels by nearest neighbour; labels come
+//    back onto each input's own grid and orientation;
 //  - normalisation: by modality (core's Normalization; statistics in io/normalization.hpp).
 // Rasters are never resampled here.
 #include <memory>
@@ -33,13 +35,15 @@ std::string volume_modality(const ImageSource& image);
 Normalization choose_normalization(const NormalizationConfig& config, const std::vector<io::LabelledRegion>& training,
                                    const std::string& modality, const std::string& where, std::string& report);
 
-/// The grid volumes run on: config.spacing, else the per-axis median of `images`' spacings;
+/// The grid volumes run on: config.spacing, else the per-axis median of `images`' spacings
+/// (per LPS axis, after reorientation);
 /// disabled for rasters or when config.enabled is false. Throws naming `where` and the key.
 VolumeResampling choose_resampling(const ResampleConfig& config, const std::vector<const ImageSource*>& images,
                                    const std::string& where);
 
-/// `image` resampled to `resampling` (its `labels` interpolation when `is_labels`, else its
-/// `image` one), or null when it already lies on that grid, is a raster, or resampling is off.
+/// `image` reoriented to identity direction and resampled to `resampling` (its `labels`
+/// interpolation when `is_labels`, else its `image` one), or null when it already lies on that
+/// grid, is a raster, or resampling is off (then a flipped volume is not reoriented either).
 std::unique_ptr<ImageSource> to_network_grid(const ImageSource& image, const VolumeResampling& resampling,
                                              bool is_labels);
 

@@ -41,6 +41,15 @@ VolumeGrid grid_of(const ImageInfo& info);
 /// and the resulting voxel count fits in memory addressing (int64).
 VolumeGrid resampled_grid(const VolumeGrid& grid, const std::vector<double>& spacing);
 
+/// The grid of the same voxels on identity direction (LPS: +x left, +y posterior, +z superior),
+/// as nnU-Net's reorientation makes every case's array read the same way: each physical axis
+/// takes the index axis closest to it (a permutation), with its spacing and size, and the origin
+/// moves to the voxel nearest the −x, −y, −z corner. For a direction of axis flips and
+/// permutations every voxel centre of `grid` is a voxel centre of the result (resampling onto
+/// it is a reordering); an oblique direction is rounded to the nearest such one (resampling
+/// then interpolates). A grid on identity direction is returned unchanged.
+VolumeGrid axis_aligned_grid(const VolumeGrid& grid);
+
 /// A multi-channel volume held in memory: `voxels` are (channels, z, y, x), x fastest, as
 /// ImageSource::read returns them; info.extent is (z, y, x) and info.channels says how many.
 /// The result of resample_volume; also a test double. Immutable, so safe to read concurrently.
