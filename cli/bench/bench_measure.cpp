@@ -1,5 +1,7 @@
 #include "bench_measure.hpp"
 
+#include <malloc.h>
+
 namespace tessera::bench {
 
 std::vector<int64_t> per_rank(parallel::Communicator& comm, int64_t mine) {
@@ -19,5 +21,7 @@ int64_t training_state_bytes(const std::vector<torch::Tensor>& parameters, torch
   }
   return bytes;
 }
+
+void restore_mmap_threshold() { mallopt(M_MMAP_THRESHOLD, 32 << 20); }
 
 }  // namespace tessera::bench

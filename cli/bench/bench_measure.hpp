@@ -17,4 +17,9 @@ std::vector<int64_t> per_rank(parallel::Communicator& comm, int64_t mine);
 /// Adam's moments.
 int64_t training_state_bytes(const std::vector<torch::Tensor>& parameters, torch::optim::Adam& adam);
 
+/// Ends a PeakMemoryMeter's fixed mmap threshold for the work that follows a measurement
+/// (timed steps): buffers below 32 MiB, the ceiling of glibc's own dynamic threshold on
+/// 64-bit, come from the heap again and are reused instead of faulted in anew.
+void restore_mmap_threshold();
+
 }  // namespace tessera::bench

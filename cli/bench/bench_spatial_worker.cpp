@@ -122,8 +122,14 @@ nlohmann::json worker_measure(const BenchSpatialOptions& f, const UNetOptions& o
   torch::manual_seed(0);
   Worker w(o, grid, mesh);
   const Batch b = make_batch(o, f.batch, f.side);
-  const double seconds = w.step_seconds(b, f.steps);  // before the meter fixes malloc's mmap threshold
+  // Memory first: its meter fixes glibc's mmap threshold before any step, so the step's freed
+  // buffers go back to the system. Timed steps first would leave the heap full of free chunks
+  // (glibc's dynamic threshold serves buffers up to 32 MiB from it), which the measured step
+  // then reuses at scattered addresses and keeps resident: 123 MiB above the step's tensors at
+  // side 512 (docs/measured-results.md). Then the timing, with the heap reused again.
   const Worker::Peak p = w.measure(b);
+  restore_mmap_threshold();
+  const double seconds = w.step_seconds(b, f.steps);
   return {{"ranks", world.size()},
           {"mesh", mesh.parts},
           {"state_bytes", per_rank(world, p.state)},

@@ -44,13 +44,20 @@ bool has_halo(const LayerSequence& seq, const Layer& l) { return l.kind == Layer
 // applied to the layer sequence `block` of the largest block (`sides` per axis) of `seq`:
 // a K > 1 convolution keeps its unpadded input, as one process does, plus the halo slabs it
 // received (two per split axis, an interior block's worst case), from which backward
-// rebuilds the padded input.
-void add_decomposition_terms(const LayerSequence& seq, const std::vector<int>& parts, const std::vector<int64_t>& sides,
-                             LayerSequence& block) {
+// rebuilds the padded input. Returns, per layer, the transient tensors of its backward
+// (HaloConvolutionFunction, spatial.cpp) beside the one-process model's input and output
+// gradients: the rebuilt padded input, its gradient (padded) and the halo adjoint's
+// intermediate copies, one per axis after the first (the last copy is the input gradient,
+// which the model counts); the first convolution computes no input gradient.
+std::vector<int64_t> add_decomposition_terms(const LayerSequence& seq, const std::vector<int>& parts,
+                                             const std::vector<int64_t>& sides, LayerSequence& block) {
   const int64_t width = (seq.options.kernel - 1) / 2;
+  std::vector<int64_t> transient(block.layers.size(), 0);
+  if (std::all_of(parts.begin(), parts.end(), [](int n) { return n == 1; })) return transient;  // one process
   for (size_t i = 0; i < block.layers.size(); ++i) {
     if (!has_halo(seq, seq.layers[i])) continue;
     std::vector<int64_t> extent = layer_block(seq, seq.layers[i], sides);
+    const std::vector<int64_t> unpadded = extent;
     int64_t slabs = 0;
     for (size_t a = 0; a < extent.size(); ++a) {
       if (parts[a] > 1) {
@@ -60,8 +67,17 @@ void add_decomposition_terms(const LayerSequence& seq, const std::vector<int>& p
       }
       extent[a] += 2 * width;  // later axes' slabs include this axis' halos
     }
-    block.layers[i].saved_bytes += block.layers[i].in_channels * slabs * kFloatBytes;
+    const int64_t channels = block.layers[i].in_channels;
+    block.layers[i].saved_bytes += channels * slabs * kFloatBytes;
+    int64_t copies = product(extent) * (i == 0 ? 1 : 2);  // rebuilt padded input (+ its gradient)
+    for (size_t a = 1; i > 0 && a < extent.size(); ++a) {  // the adjoint strips the last axes' halos first
+      std::vector<int64_t> inner = extent;
+      for (size_t b = a; b < extent.size(); ++b) inner[b] = unpadded[b];
+      copies += product(inner);
+    }
+    transient[i] = channels * copies * kFloatBytes;
   }
+  return transient;
 }
 
 // Neighbours of mesh coordinate `coords` summed over the split axes: messages per exchange.
@@ -92,9 +108,10 @@ SpatialPlan spatial_plan(const LayerSequence& seq, const std::vector<int>& parts
   }
   // Memory: the layer model on the largest block, with what decomposition changes.
   LayerSequence block = box_layer_sequence(model, p.largest_block);
-  add_decomposition_terms(seq, parts, p.largest_block, block);
+  std::vector<int64_t> transient = add_decomposition_terms(seq, parts, p.largest_block, block);
   for (const Layer& l : seq.layers) p.state_bytes += layer_bytes(l, 0, o.training);  // activations: none at 0 samples
-  const auto mo = StageMemoryOptions{}.with_training(o.training);
+  auto mo = StageMemoryOptions{}.with_training(o.training);
+  if (o.training) mo.with_extra_bytes(std::move(transient));
   const int64_t one_sample = stage_bytes(block, 0, block.size() - 1, 1, mo) - p.state_bytes;
   p.activation_bytes = one_sample * o.micro_batch;
   p.bytes = p.state_bytes + p.activation_bytes;
