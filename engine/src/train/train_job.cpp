@@ -44,6 +44,16 @@ std::string auto_resume_checkpoint(const std::string& run_dir, bool say) {
   }
 }
 
+// --pp cuts a registry model's declared layer sequence (plugin.hpp, LayerLayout): refuses one
+// that declares none, or whose parameters the declaration does not cover, naming the model.
+void check_stageable(const UNetImpl& net, const std::string& config) {
+  try {
+    (void)net.layer_sequence(unet_alignment(net.options()));
+  } catch (const Error& e) {
+    throw Error(config + ": --pp: " + e.what() + " (train it data or spatial parallel)");
+  }
+}
+
 }  // namespace
 
 std::string resume_checkpoint(const std::string& resume, const std::string& run_dir, bool say) {
@@ -92,9 +102,6 @@ void TrainJob::run() {
   refuse_unhonoured_settings(c, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;
-  if (!model.is_builtin() && c.parallel.pp > 1)
-    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp "
-                "cuts the built-in U-Net's layers (train it data or spatial parallel, or use a unet preset)");
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;
@@ -108,6 +115,7 @@ void TrainJob::run() {
   const int threads = configure_threads(f.threads.value_or(0));
   torch::manual_seed(t.seed);
   UNet net(c.model.options);
+  if (!model.is_builtin() && c.parallel.pp > 1) check_stageable(*net, f.config);
   if (root_rank) {
     write_resolved_config(c, grid, f.config);
     for (const std::string& note : data.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
