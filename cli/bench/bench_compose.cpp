@@ -104,7 +104,6 @@ void run_worker(const BenchComposeOptions& o) {
   c.parallel.sp = g.sp;
   c.train.run_dir = (config_path(o).parent_path() / ("run-" + o.worker)).string();
   c.train.progress = false;
-  fs::remove_all(c.train.run_dir);
   engine::TrainRequest request;
   request.config = config_path(o).string();
   request.threads = o.threads;
@@ -141,6 +140,7 @@ void run_bench_compose(const BenchComposeOptions& o) {
   nlohmann::json report{{"tile", o.tile}, {"batch", o.batch}, {"steps", o.steps}, {"layouts", nlohmann::json::array()}};
   for (const std::string& text : o.layouts) {
     const GridLayoutSpec g = parse_grid_layout(text);
+    fs::remove_all(config_path(o).parent_path() / ("run-" + g.text()));  // here: the ranks would race
     std::vector<std::string> args{"bench", "compose", "--worker", g.text(), "--tile", std::to_string(o.tile), "--batch",
                                   std::to_string(o.batch), "--steps", std::to_string(o.steps), "--threads",
                                   std::to_string(o.threads), "--scene-size", std::to_string(o.scene_size), "--work-dir",

@@ -50,7 +50,7 @@ void check_stageable(const UNetImpl& net, const std::string& config) {
   try {
     (void)net.layer_sequence(unet_alignment(net.options()));
   } catch (const Error& e) {
-    throw Error(config + ": --pp: " + e.what() + " (train it data or spatial parallel)");
+    throw Error(config + ": --pp: " + e.what() + " (--dp needs no layer sequence)");
   }
 }
 
