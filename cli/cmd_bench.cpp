@@ -13,6 +13,7 @@ void register_bench(CLI::App& app) {
   register_bench_pipeline(*group);
   register_bench_spatial(*group);
   register_bench_dsn(*group);
+  register_bench_compose(*group);
   register_bench_simulate(*group);
   group->require_subcommand(1);
   auto* cmd = group->add_subcommand("infer", "Inference speed and memory against the PyTorch sliding-window reference");

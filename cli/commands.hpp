@@ -29,6 +29,8 @@ void register_bench_pipeline(CLI::App& bench);
 void register_bench_spatial(CLI::App& bench);
 /// `bench dsn`: per-rank peak memory of domain-parallel DSN training for 1 + N domains (launches mpirun).
 void register_bench_dsn(CLI::App& bench);
+/// `bench compose`: per-rank memory of combined layouts beside each single mode's.
+void register_bench_compose(CLI::App& bench);
 
 /// The backends this binary was built with, e.g. "mpi cpu" or "mpi nccl cuda".
 std::string build_summary();

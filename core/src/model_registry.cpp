@@ -47,7 +47,7 @@ const Entry& lookup(const std::vector<Entry>& entries, const std::string& name, 
 ModelHandle unet_handle(const UNetOptions& o) {
   UNet net(o);
   UNetImpl* raw = net.get();
-  return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }};
+  return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }, std::nullopt};
 }
 
 std::string unet_description(const std::string& preset) {

@@ -53,6 +53,7 @@ UNetImpl::UNetImpl(UNetOptions options) : options_(std::move(options)) {
     ModelHandle handle = model_registry().create(o.name, registry_model_options(o));
     model_ = register_module("model", handle.module);
     model_forward_ = std::move(handle.forward);
+    layout_ = std::move(handle.layers);
     return;
   }
   auto filters = [&](int l) { return int64_t{o.base_filters} << l; };
@@ -104,11 +105,38 @@ torch::Tensor UNetImpl::forward(torch::Tensor x) {
 // The sequence with the sizes of `x` (skips are cropped to the consumer's side; with `same`
 // padding that keeps them whole).
 LayerSequence UNetImpl::sequence_for(const torch::Tensor& x) const {
-  if (!layer_sequence_available())
+  if (!options_.is_builtin())
     throw Error("model " + options_.name + ": a registry model has no U-Net encoder/decoder split (a DSN needs the built-in unet)");
   TESSERA_CHECK(options_.padding == Padding::kSame && x.dim() == options_.dims + 2);
   for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(x.size(d) == x.size(2));
   return unet_layer_sequence(options_, x.size(2));
+}
+
+LayerSequence UNetImpl::layer_sequence(int64_t input_side) const {
+  if (options_.is_builtin()) return unet_layer_sequence(options_, input_side);
+  if (!layout_)
+    throw Error("model " + options_.name + " presents no layer sequence (its plugin declares none: a layer of it "
+                "cannot be staged), so it cannot be cut into pipeline stages");
+  LayerSequence seq = unet_layer_sequence(options_, input_side);
+  if (!layout_->block_tail.empty()) {
+    const auto params = model_->named_parameters();
+    seq = with_block_tails(std::move(seq), layout_->block_tail, [&](const std::string& block) {
+      int64_t n = 0;
+      for (const auto& p : params)
+        if (p.key().rfind(block + "." + layout_->block_tail + ".", 0) == 0) n += p.value().numel();
+      return n;
+    });
+  }
+  seq = with_name_prefix(std::move(seq), "model.");
+  // Every parameter must lie in a declared layer, or a stage would train without it.
+  for (const auto& p : named_parameters()) {
+    bool covered = false;
+    for (const Layer& l : seq.layers) covered = covered || p.key().rfind(l.name + ".", 0) == 0;
+    if (!covered)
+      throw Error("model " + options_.name + ": parameter " + p.key() + " lies in no layer of the sequence its "
+                  "plugin declares (a layer that cannot be staged), so it cannot be cut into pipeline stages");
+  }
+  return seq;
 }
 
 namespace {
@@ -161,12 +189,13 @@ std::vector<LayerModules> find_layer_modules(const torch::nn::Module& root, cons
     const Layer& l = seq.layers[static_cast<size_t>(i)];
     LayerModules m;
     const bool has_conv = l.kind == LayerKind::kConv || l.kind == LayerKind::kUp || l.kind == LayerKind::kHead;
-    if (has_conv || l.kind == LayerKind::kNorm) {
+    if (has_conv || l.kind == LayerKind::kNorm || l.kind == LayerKind::kTail) {
       const auto* module = named.find(l.name);
       TESSERA_CHECK(module != nullptr);
       if (has_conv) m.conv = ConvNd(std::dynamic_pointer_cast<ConvNdImpl>(*module));
-      else m.norm = NormNd(std::dynamic_pointer_cast<NormNdImpl>(*module));
-      TESSERA_CHECK(m.conv || m.norm);
+      else if (l.kind == LayerKind::kNorm) m.norm = NormNd(std::dynamic_pointer_cast<NormNdImpl>(*module));
+      else m.tail = std::dynamic_pointer_cast<BlockTailImpl>(*module);
+      TESSERA_CHECK(m.conv || m.norm || m.tail);
     }
     found.push_back(std::move(m));
   }
@@ -193,6 +222,9 @@ torch::Tensor run_layers(const LayerSequence& seq, int first, int last, std::vec
         break;
       case LayerKind::kNorm:
         x = m.norm->forward(x);
+        break;
+      case LayerKind::kTail:
+        x = m.tail->forward(x);
         break;
       case LayerKind::kActivation:
         // In place, as ConvBlockImpl, unless x is the caller's (a stage input may be a leaf

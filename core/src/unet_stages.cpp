@@ -24,23 +24,34 @@ UNetStageImpl::UNetStageImpl(const UNetImpl& full, LayerSequence seq, int first,
                 std::to_string(seq_.size()) + " layers");
   const UNetOptions& o = seq_.options;
   const int64_t pad = conv_padding(o.padding, o.kernel);
+  const auto full_modules = full.named_modules(/*name_prefix=*/"", /*include_self=*/false);
   for (int i = first; i <= last; ++i) {
     const Layer& l = seq_.layers[static_cast<size_t>(i)];
-    const auto dot = l.name.find('.');
+    const auto dot = l.name.rfind('.');
+    torch::nn::Module& parent = dot == std::string::npos ? *this : holder(l.name.substr(0, dot));
+    const std::string leaf = dot == std::string::npos ? l.name : l.name.substr(dot + 1);
     switch (l.kind) {
       case LayerKind::kConv:
-        holder(l.name.substr(0, dot))
-            .register_module(l.name.substr(dot + 1), ConvNd(o.dims, l.in_channels, l.out_channels, o.kernel, pad));
+        parent.register_module(leaf, ConvNd(o.dims, l.in_channels, l.out_channels, o.kernel, pad));
         break;
       case LayerKind::kNorm:
-        holder(l.name.substr(0, dot)).register_module(l.name.substr(dot + 1), NormNd(o.norm, l.out_channels));
+        parent.register_module(leaf, NormNd(o.norm, l.out_channels));
         break;
       case LayerKind::kUp:
-        register_module(l.name, up_convolution(o, l.in_channels, l.out_channels));
+        parent.register_module(leaf, up_convolution(o, l.in_channels, l.out_channels));
         break;
       case LayerKind::kHead:
-        register_module(l.name, ConvNd(o.dims, l.in_channels, l.out_channels, 1, 0));
+        parent.register_module(leaf, ConvNd(o.dims, l.in_channels, l.out_channels, 1, 0));
         break;
+      case LayerKind::kTail: {
+        const auto* module = full_modules.find(l.name);
+        const auto tail = module ? std::dynamic_pointer_cast<BlockTailImpl>(*module) : nullptr;
+        if (!tail)
+          throw Error("model " + o.name + ": layer " + l.name + " is not a block tail (core/blocks' BlockTail), so a "
+                      "pipeline stage cannot hold it");
+        parent.register_module(leaf, tail->fresh());
+        break;
+      }
       case LayerKind::kActivation:
       case LayerKind::kPool:
       case LayerKind::kConcat:
@@ -54,26 +65,31 @@ UNetStageImpl::UNetStageImpl(const UNetImpl& full, LayerSequence seq, int first,
     if (s.producer >= first && s.producer <= last && s.consumer > last) skips_out_.push_back(e);
   }
 
-  // Copy the full model's values under the same names; a missing name or shape is a bug here.
+  // Copy the full model's values under the same names. For the built-in U-Net a missing name or
+  // shape is a bug here; for a registry model, a declaration (plugin.hpp) its modules do not keep.
   torch::NoGradGuard no_grad;
-  const auto params = full.named_parameters();
-  for (auto& p : named_parameters()) {
-    const torch::Tensor* src = params.find(p.key());
-    TESSERA_CHECK(src != nullptr && src->sizes() == p.value().sizes());
-    p.value().copy_(*src);
-  }
-  const auto buffers = full.named_buffers();
-  for (auto& b : named_buffers()) {
-    const torch::Tensor* src = buffers.find(b.key());
-    TESSERA_CHECK(src != nullptr && src->sizes() == b.value().sizes());
-    b.value().copy_(*src);
-  }
+  const auto copy_from = [&](torch::OrderedDict<std::string, torch::Tensor> mine,
+                             const torch::OrderedDict<std::string, torch::Tensor>& theirs) {
+    for (auto& item : mine) {
+      const torch::Tensor* src = theirs.find(item.key());
+      if (src == nullptr || src->sizes() != item.value().sizes())
+        throw Error("model " + o.name + ": " + item.key() + " of shape " + c10::str(item.value().sizes()) +
+                    (src ? " is " + c10::str(src->sizes()) : std::string(" is missing")) +
+                    " in the model: its modules are not the layer sequence it declares");
+      item.value().copy_(*src);
+    }
+  };
+  copy_from(named_parameters(), full.named_parameters());
+  copy_from(named_buffers(), full.named_buffers());
 }
 
-torch::nn::Module& UNetStageImpl::holder(const std::string& name) {
-  auto it = holders_.find(name);
-  if (it == holders_.end())
-    it = holders_.emplace(name, register_module(name, std::make_shared<torch::nn::Module>())).first;
+torch::nn::Module& UNetStageImpl::holder(const std::string& path) {
+  auto it = holders_.find(path);
+  if (it != holders_.end()) return *it->second;
+  const auto dot = path.rfind('.');
+  torch::nn::Module& parent = dot == std::string::npos ? *this : holder(path.substr(0, dot));
+  const std::string leaf = dot == std::string::npos ? path : path.substr(dot + 1);
+  it = holders_.emplace(path, parent.register_module(leaf, std::make_shared<torch::nn::Module>())).first;
   return *it->second;
 }
 

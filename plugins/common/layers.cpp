@@ -24,7 +24,8 @@ Norm parse_norm_kind(const std::string& s) {
   throw std::invalid_argument("norm: '" + s + "' is not one of none, group, instance");
 }
 
-SqueezeExcitationImpl::SqueezeExcitationImpl(int64_t channels, int64_t reduction) {
+SqueezeExcitationImpl::SqueezeExcitationImpl(int64_t channels, int64_t reduction)
+    : channels_(channels), reduction_(reduction) {
   if (reduction < 1) throw std::invalid_argument("reduction must be >= 1, got " + std::to_string(reduction));
   const int64_t hidden = std::max<int64_t>(1, channels / reduction);
   fc1_ = register_module("fc1", torch::nn::Linear(channels, hidden));
@@ -44,6 +45,10 @@ torch::Tensor SqueezeExcitationImpl::forward(const torch::Tensor& x) {
   shape[0] = x.size(0);
   shape[1] = x.size(1);
   return x * excitation(x).view(shape);
+}
+
+std::shared_ptr<BlockTailImpl> SqueezeExcitationImpl::fresh() const {
+  return std::make_shared<SqueezeExcitationImpl>(channels_, reduction_);
 }
 
 ConvBlock same_conv_block(int dims, int64_t in, int64_t out, int convs, Norm norm) {

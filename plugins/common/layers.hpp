@@ -28,15 +28,18 @@ ConvNd transposed_up(int dims, int64_t in, int64_t out);
 
 /// Squeeze-and-Excitation (Hu et al.; AnatomyNet): global average pool over space →
 /// FC (C → C/r) → ReLU → FC (C/r → C) → sigmoid gives one weight in (0, 1) per channel,
-/// which scales that channel. Parameters fc1.*, fc2.*.
-class SqueezeExcitationImpl : public torch::nn::Module {
+/// which scales that channel. Parameters fc1.*, fc2.*. A block tail (unet_blocks.hpp), so a
+/// pipeline stage can hold a copy.
+class SqueezeExcitationImpl : public BlockTailImpl {
  public:
   SqueezeExcitationImpl(int64_t channels, int64_t reduction);
   /// The per-channel weights, N × C, each in (0, 1).
   torch::Tensor excitation(const torch::Tensor& x);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const torch::Tensor& x) override;
+  std::shared_ptr<BlockTailImpl> fresh() const override;
 
  private:
+  int64_t channels_, reduction_;
   torch::nn::Linear fc1_{nullptr}, fc2_{nullptr};
 };
 TORCH_MODULE(SqueezeExcitation);

@@ -7,6 +7,7 @@
 // a 1×1×1 head gives the logits. `same` padding throughout, so output spatial = input
 // spatial, which must be a multiple of 2^(levels−1).
 // Parameter names: enc<ℓ>.conv<i>.weight, enc<ℓ>.se.fc1.weight, up<ℓ>.weight, dec<ℓ>.*, head.*.
+// It presents its layer sequence (LayerLayout, tail "se"), so `--pp` cuts it into stages.
 #include <torch/torch.h>
 
 #include "layers.hpp"
@@ -78,7 +79,8 @@ ModelHandle make_se_unet(const ModelOptions& m) {
   if (o.reduction < 1) throw std::invalid_argument("reduction must be >= 1, got " + std::to_string(o.reduction));
   SeUNet net(o);
   SeUNetImpl* raw = net.get();
-  return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }};
+  // Core's U-Net shape with an SE tail after every block: the host can cut it into stages.
+  return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }, LayerLayout{"se"}};
 }
 
 }  // namespace

@@ -200,7 +200,8 @@ ModelFactory factory(const std::string& name, const SeedUNetOptions& defaults) {
   return [name, defaults](const ModelOptions& m) -> ModelHandle {
     SeedUNet net(read_options(m, defaults), name);
     SeedUNetImpl* raw = net.get();
-    return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }};
+    // Its dropouts and wiring are not core's U-Net shape: no layer sequence, so --pp refuses it.
+    return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }, std::nullopt};
   };
 }
 

@@ -102,7 +102,7 @@ ModelFactory factory(int dims) {
   return [dims](const ModelOptions& m) -> ModelHandle {
     Net net(read_options(m, dims));
     auto* raw = net.get();
-    return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }};
+    return {net.ptr(), [raw](const torch::Tensor& x) { return raw->forward(x); }, std::nullopt};
   };
 }
 

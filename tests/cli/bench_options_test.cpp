@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "bench_allreduce_options.hpp"
+#include "bench_compose_options.hpp"
 #include "bench_dsn_options.hpp"
 #include "bench_infer_options.hpp"
 #include "bench_pipeline_options.hpp"
@@ -113,6 +114,22 @@ TEST(BenchSpatialOptions, DefaultsAreValid) {
 }
 
 TEST(BenchSpatialOptions, EveryFlagSetsItsField) { EXPECT_EQ(every_flag_sets_its_field<BenchSpatialOptions>(), ""); }
+
+TEST(BenchComposeOptions, DefaultsAreValid) {
+  EXPECT_NO_THROW(BenchComposeOptions().validate());
+  BenchComposeOptions o;
+  o.layouts = {"pp2xsp2", "dp2xdp2"};
+  expect_refused(o, "--layouts: 'dp2xdp2'");
+  o = BenchComposeOptions();
+  o.tile = 60;  // unet-tiny's alignment is 8
+  expect_refused(o, "--tile");
+  const GridLayoutSpec g = parse_grid_layout("sp2×dp2×pp2");
+  EXPECT_EQ(g.ranks(), 8);
+  EXPECT_EQ(g.text(), "dp2×pp2×sp2");
+  EXPECT_EQ(parse_grid_layout("dp1").text(), "dp1");
+}
+
+TEST(BenchComposeOptions, EveryFlagSetsItsField) { EXPECT_EQ(every_flag_sets_its_field<BenchComposeOptions>(), ""); }
 
 TEST(BenchSimulateOptions, DefaultsAreValid) {
   EXPECT_NO_THROW(BenchSimulateOptions().validate());

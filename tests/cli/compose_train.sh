@@ -5,7 +5,10 @@
 #   - 4 ranks = pipeline 2 × spatial 2, 1F1B with activation checkpointing (the recomputed
 #     forwards exchange halos and take whole-image norm statistics like the first ones);
 #   - 8 ranks = data 2 × pipeline 2 × spatial 2, batch 1 per replica;
-#   - 2 ranks = the SE-U-Net (a registry model) split in two blocks (--sp 2);
+#   - 2 ranks = the SE-U-Net (a registry model) split in two blocks (--sp 2), and cut into two
+#     pipeline stages (--pp 2, GPipe as LAMP ran it; its plugin declares its layer sequence);
+# a registry model that declares no layer sequence (the seed's s0-unet) is refused by --pp in
+# one line naming it;
 # and the run says and records the grid it ran. A tiny network on 32 px tiles, so 8 ranks
 # oversubscribed on two cores finish in seconds. The configuration is well conditioned: with 4
 # filters at learning rate 0.05 rounding grows to 2e-4 by step 4 for --sp 2 and --pp 2 alone
@@ -41,4 +44,13 @@ PY
 # A registry model under --sp: the SE-U-Net (plugin) squeezes each channel over the whole tile.
 sed 's/model: {.*}/model: {name: se-unet, dims: 2, base_filters: 4, levels: 3, classes: 4, norm: instance}/' "$W/c.yaml" > "$W/se.yaml"
 run se-one se 1 && run se-sp2 se 2 --sp 2 && compare se-one se-sp2 "se-unet --sp 2 on 2 ranks"
+run se-pp2 se 2 --pp 2 --schedule gpipe && compare se-one se-pp2 "se-unet --pp 2 on 2 ranks (GPipe)"
+sed 's/model: {.*}/model: {name: s0-unet, dims: 2, base_filters: 4, levels: 3, classes: 4, padding: same}/' "$W/c.yaml" > "$W/seed.yaml"
+if "${MPI[@]}" -np 2 "$T" train --config "$W/seed.yaml" --threads 1 --no-progress --run-dir "$W/seed" --pp 2 > "$W/seed.log" 2>&1; then
+  fail "s0-unet --pp 2: accepted"
+elif [ "$(grep -c 'tessera: error' "$W/seed.log")" -ge 1 ] && grep -q "model s0-unet presents no layer sequence" "$W/seed.log"; then
+  pass "s0-unet --pp 2 refused: $(grep -m1 'tessera: error' "$W/seed.log")"
+else
+  fail "s0-unet --pp 2: $(tail -3 "$W/seed.log")"
+fi
 finish

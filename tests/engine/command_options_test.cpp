@@ -102,6 +102,13 @@ TEST(PlanJobOptions, DefaultsAreValid) {
   o.schedule = "gpipe";
   o.activation_checkpoint = "sometimes";
   EXPECT_REFUSED_NAMING(o, "--activation-checkpoint");
+  o.activation_checkpoint = "auto";
+  o.domains = 2;  // on one device
+  EXPECT_REFUSED_NAMING(o, "--domains");
+  o.devices = 2;
+  EXPECT_EQ(refusal(o), "");
+  o.infer = true;  // a DSN trains
+  EXPECT_REFUSED_NAMING(o, "--domains");
   engine::PlanJobOptions dataset;
   dataset.dataset = "Task03_Liver";
   EXPECT_EQ(refusal(dataset), "");

@@ -86,6 +86,7 @@ std::string to_string(LayerKind k) {
     case LayerKind::kUp: return "up";
     case LayerKind::kConcat: return "concat";
     case LayerKind::kHead: return "head";
+    case LayerKind::kTail: return "tail";
   }
   return "?";
 }
@@ -157,6 +158,43 @@ LayerSequence unet_layer_sequence(const UNetOptions& o, int64_t input_side) {
   seq.layers = std::move(b.layers());
   // Skips were collected deepest first; order them by producer like the layers.
   std::reverse(seq.skips.begin(), seq.skips.end());
+  return seq;
+}
+
+LayerSequence with_block_tails(LayerSequence seq, const std::string& tail,
+                               const std::function<int64_t(const std::string& block)>& params) {
+  std::vector<Layer> layers;
+  std::vector<int> moved(seq.layers.size());  // old index → new index
+  for (size_t i = 0; i < seq.layers.size(); ++i) {
+    const Layer& l = seq.layers[i];
+    moved[i] = static_cast<int>(layers.size());
+    layers.push_back(l);
+    const std::string block = l.name.substr(0, l.name.find('.'));
+    const bool block_ends = l.kind == LayerKind::kActivation &&
+                            (i + 1 == seq.layers.size() || seq.layers[i + 1].name.rfind(block + ".", 0) != 0);
+    if (!block_ends) continue;
+    Layer t = l;
+    t.kind = LayerKind::kTail;
+    t.name = block + "." + tail;
+    t.in_channels = l.out_channels;
+    t.in_elements = l.out_elements;
+    t.in_side = l.out_side;
+    t.params = params(block);
+    t.flops = 0;  // a per-channel product and a few small matrix products: not convolution work
+    t.saved_bytes = t.out_elements * kFloatBytes;
+    moved[i] = static_cast<int>(layers.size());  // a skip leaves from the block's last layer
+    layers.push_back(std::move(t));
+  }
+  for (SkipEdge& e : seq.skips) {
+    e.producer = moved[static_cast<size_t>(e.producer)];
+    e.consumer = moved[static_cast<size_t>(e.consumer)];  // a concatenation: never a block's end
+  }
+  seq.layers = std::move(layers);
+  return seq;
+}
+
+LayerSequence with_name_prefix(LayerSequence seq, const std::string& prefix) {
+  for (Layer& l : seq.layers) l.name = prefix + l.name;
   return seq;
 }
 

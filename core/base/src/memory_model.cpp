@@ -81,7 +81,7 @@ StageTerms stage_terms(const LayerSequence& seq, int first, int last, bool train
     // lives on the next stage, so here it is held twice.
     const Layer& out = seq.layers[size_t(last)];
     const bool counted = out.kind == LayerKind::kActivation || out.kind == LayerKind::kPool ||
-                         out.kind == LayerKind::kConcat || out.kind == LayerKind::kHead;
+                         out.kind == LayerKind::kConcat || out.kind == LayerKind::kHead || out.kind == LayerKind::kTail;
     t.per_flight = received + kept + (last + 1 < seq.size() && !counted ? out.out_elements * kFloatBytes : 0);
     t.received = received;
     t.current = work;

@@ -127,11 +127,15 @@ nlohmann::json simulate_layout(const PlanJobOptions& o, const PlanResult& r, con
 }  // namespace
 
 PlanResult plan_layout(const PlanJobOptions& o) {
-  PlanResult r{planner_options(o), {}, "default CPU figure", "", "", std::nullopt, nullptr};
+  PlanResult r{planner_options(o), {}, "default CPU figure", "", "", std::nullopt, nullptr, std::nullopt};
   const fs::path path = calibration_path(o.calibration);
   const ModelCalibration cal = apply_calibration(o, path, r);
   if (!o.cluster.empty()) apply_cluster(o, cal, path, r);
-  r.layout = parallel::plan(r.options);
+  if (!o.infer) r.grid = parallel::plan_grid(r.options, o.domains);
+  // With domains, the layout of one domain's image on its own devices (the grid's DSN terms aside).
+  parallel::PlanOptions per_domain = r.options;
+  per_domain.devices = o.devices / o.domains;
+  r.layout = parallel::plan(per_domain);
   if (!o.simulate.empty()) r.simulation = simulate_layout(o, r, cal, path);
   return r;
 }

@@ -31,6 +31,9 @@ void PlanJobOptions::validate() const {
   if (train && infer) throw Error("plan: give one of --train, --infer");
   if (!(device_memory > 0)) throw Error("plan: --device-memory must be > 0 GiB");
   if (devices < 1) throw Error("plan: --devices must be >= 1, got " + std::to_string(devices));
+  if (domains < 1 || domains > devices)
+    throw Error("plan: --domains must be in 1 … --devices (" + std::to_string(devices) + "), got " + std::to_string(domains));
+  if (domains > 1 && infer) throw Error("plan: --domains is for training plans (a DSN trains; drop --infer)");
   if (tile < 0) throw Error("plan: --tile must be >= 0 (0: the planner chooses), got " + std::to_string(tile));
   if (!(throughput >= 0 && std::isfinite(throughput)))
     throw Error("plan: --throughput must be >= 0 GFLOP/s (0: calibrated or default), got " + std::to_string(throughput));

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include <fmt/format.h>
+
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/stream_executor.hpp"
 #include "tessera/core/tile_choice.hpp"
@@ -124,8 +126,9 @@ void print_stream(const PlanResult& r) {
 void print_layout(const PlanJobOptions& o, const PlanResult& r) {
   const parallel::PlanOptions& po = r.options;
   const parallel::Layout& L = r.layout;
-  std::printf("plan for %s on %s, %d devices × %.3g GiB, %s\n", o.model_preset.c_str(), axes(po.image).c_str(),
-              po.devices, double(po.device_memory_bytes) / kGiB, po.training ? "training" : "inference");
+  std::printf("plan for %s on %s, %d devices × %.3g GiB, %s%s\n", o.model_preset.c_str(), axes(po.image).c_str(),
+              po.devices, double(po.device_memory_bytes) / kGiB, po.training ? "training" : "inference",
+              o.domains > 1 ? fmt::format(" (one of {} domains: {} devices each)", o.domains, o.devices / o.domains).c_str() : "");
   if (!r.machine.empty()) std::printf("  machine                 %s\n", r.machine.c_str());
   std::printf("  tile inset T            %lld (multiple of %lld), input %lld, output %lld\n", (long long)L.tile_inset,
               (long long)L.alignment, (long long)L.tile_input_side, (long long)L.tile_output_side);
@@ -147,6 +150,40 @@ void print_layout(const PlanJobOptions& o, const PlanResult& r) {
   for (int s = 0; s < L.stages; ++s)
     std::printf("  %5d  %-18s %6d  %10.3f  %7.3g\n", s, L.stage_first_layer[s].c_str(), L.balance[s],
                 double(L.stage_memory_bytes[s]) / kGiB, L.stage_seconds[s]);
+}
+
+// The process grid's combinations (grid_plan.hpp): one row per (pp, sp), its best layout or the
+// least memory it needs, and why it lost.
+nlohmann::json grid_json(const parallel::GridPlan& g) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const parallel::GridLayout& l : g.layouts)
+    rows.push_back({{"domains", l.domains},
+                    {"dp", l.data_parallel},
+                    {"pp", l.stages},
+                    {"sp", l.spatial},
+                    {"mesh", Index(l.mesh.rbegin(), l.mesh.rend())},
+                    {"micro_batches", l.micro_batches},
+                    {"tile_inset", l.tile_inset},
+                    {"devices_used", l.devices_used},
+                    {"rank_bytes", l.rank_bytes},
+                    {"step_seconds", l.step_seconds},
+                    {"pass_seconds", l.pass_seconds},
+                    {"fits", l.fits},
+                    {"verdict", l.verdict}});
+  return {{"layouts", rows}, {"chosen", g.chosen}, {"reasons", g.reasons}};
+}
+
+void print_grid(const parallel::GridPlan& g, int devices) {
+  std::printf("process grid: domains × dp × pp × sp on %d devices (each (pp, sp) at its best inset and M)\n", devices);
+  std::printf("  domains    dp  pp  sp  mesh    M  inset  devices  GiB/rank  s/pass  verdict\n");
+  for (const parallel::GridLayout& l : g.layouts) {
+    std::string mesh;
+    for (auto it = l.mesh.rbegin(); it != l.mesh.rend(); ++it) mesh += (mesh.empty() ? "" : "x") + std::to_string(*it);
+    std::printf("  %7d %5d %3d %3d  %-5s %3d %6lld %8d %9.2f %7.3g  %s\n", l.domains, l.data_parallel, l.stages,
+                l.spatial, mesh.empty() ? "-" : mesh.c_str(), l.micro_batches, (long long)l.tile_inset,
+                l.devices_used, double(l.rank_bytes) / kGiB, l.pass_seconds, l.verdict.c_str());
+  }
+  for (const auto& reason : g.reasons) std::printf("  - %s\n", reason.c_str());
 }
 
 }  // namespace
@@ -189,6 +226,8 @@ nlohmann::json plan_json(const PlanJobOptions& o, const PlanResult& r) {
   if (!r.machine.empty()) j["machine"] = r.machine;
   if (r.cluster) j["layer_efficiency"] = layer_efficiency(L, o.model, *r.cluster, po.training);
   if (const nlohmann::json s = stream_json(r); !s.is_null()) j["stream"] = s;
+  if (r.grid) j["grid"] = grid_json(*r.grid);
+  j["domains"] = o.domains;
   return j;
 }
 
@@ -200,6 +239,7 @@ void print_plan(const PlanJobOptions& o, const PlanResult& r) {
   }
   std::printf("why:\n");
   for (const auto& reason : r.layout.reasons) std::printf("  - %s\n", reason.c_str());
+  if (r.grid) print_grid(*r.grid, o.devices);
 }
 
 }  // namespace tessera::engine

@@ -56,6 +56,16 @@ void print_auto_choices(const std::vector<AutoChoice>& choices) {
                  ch.given_by.empty() ? "" : (" [overridden: given by " + ch.given_by + "]").c_str());
 }
 
+// --pp cuts a registry model's declared layer sequence (plugin.hpp, LayerLayout): refuses one
+// that declares none, or whose parameters the declaration does not cover, naming the model.
+void check_stageable(const UNetImpl& net, const std::string& config) {
+  try {
+    (void)net.layer_sequence(unet_alignment(net.options()));
+  } catch (const Error& e) {
+    throw Error(config + ": --pp: " + e.what() + " (--dp needs no layer sequence)");
+  }
+}
+
 }  // namespace
 
 std::string resume_checkpoint(const std::string& resume, const std::string& run_dir, bool say) {
@@ -105,9 +115,6 @@ void TrainJob::run() {
   refuse_unhonoured_settings(c, f.config);
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;
-  if (!model.is_builtin() && c.parallel.pp > 1)
-    throw Error(f.config + ": model " + model.name + " is a registry model without a layer sequence; --pp "
-                "cuts the built-in U-Net's layers (train it data or spatial parallel, or use a unet preset)");
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   const CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;
@@ -126,6 +133,7 @@ void TrainJob::run() {
   }
   torch::manual_seed(t.seed);
   UNet net(c.model.options);
+  if (!model.is_builtin() && c.parallel.pp > 1) check_stageable(*net, f.config);
   if (root_rank) {
     write_resolved_config(c, grid, f.config, choices.empty() ? "" : auto_choices_comment(choices));
     print_auto_choices(choices);

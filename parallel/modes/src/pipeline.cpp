@@ -94,7 +94,7 @@ struct PipelineTrainer::MicroBatch {
 PipelineTrainer::PipelineTrainer(const UNetImpl& full, int64_t input_side, Communicator& pipeline,
                                  Communicator& data, PipelineOptions options, const SpatialDecomposition* spatial)
     : pipeline_(pipeline), data_(data), options_(std::move(options)),
-      seq_(unet_layer_sequence(full.options(), input_side)), spatial_(spatial), side_(input_side) {
+      seq_(full.layer_sequence(input_side)), spatial_(spatial), side_(input_side) {
   options_.validate(seq_);
   if (spatial_ != nullptr) {
     if (full.options().padding != Padding::kSame)

@@ -50,7 +50,7 @@ std::optional<HookedStep> PipelineTrainHooks::forward_backward(UNet& net, const 
   const int64_t side = input.size(2);
   const int m = options_.micro_batches > 0 ? options_.micro_batches : int(input.size(0));
   if (!trainer_ || side != side_ || m != micro_) {
-    const LayerSequence seq = unet_layer_sequence(net->options(), side);
+    const LayerSequence seq = net->layer_sequence(side);
     const auto mo =
         StageMemoryOptions().with_micro_batches(m).with_schedule(options_.schedule).with_checkpoint(options_.checkpoint);
     balance_ = balance_by_memory(seq, pipeline_.size(), mo).sizes;

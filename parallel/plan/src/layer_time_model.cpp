@@ -29,6 +29,7 @@ Traffic memory_traffic(const Layer& l, bool seed_dropout, double b) {
     case LayerKind::kHead:  // plus the loss on the logits (3 passes forward, 3 backward), charged to the
       return {in + out, 2 * (in + out) + 6 * out};  // backward since inference has no loss
     case LayerKind::kConv: return {in + out, 2 * (in + out)};
+    case LayerKind::kTail: return {3 * out, 4 * out};  // SE: mean pass, scale (read x, write y); backward both
   }
   return {};
 }

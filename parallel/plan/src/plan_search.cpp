@@ -31,7 +31,6 @@ void PlanOptions::validate() const {
 }
 
 namespace plan_detail {
-namespace {
 
 // Aligned insets from the alignment up to the largest image axis (rounded up); a geometric
 // subset when there are more than max_tile_candidates. Independent of memory, so more memory can only
@@ -56,6 +55,8 @@ std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a) {
   for (int64_t u : units) sides.push_back(u * a);
   return sides;
 }
+
+namespace {
 
 // Checkpointing modes searched: the one asked, else never and always for training (inference
 // keeps no activations).

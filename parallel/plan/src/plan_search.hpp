@@ -39,6 +39,10 @@ struct TileModel {
   int64_t params(int first, int size) const { return param_prefix[first + size] - param_prefix[first]; }
 };
 
+// Aligned insets from the alignment `a` up to the largest image axis (rounded up); a geometric
+// subset when there are more than max_tile_candidates; only the asked inset when there is one.
+std::vector<int64_t> tile_candidates(const PlanOptions& o, int64_t a);
+
 // nullopt when the network cannot take T's input side (e.g. a `same` network whose input
 // side is odd before a pooling).
 std::optional<TileModel> model_tile(const PlanOptions& o, int64_t inset);

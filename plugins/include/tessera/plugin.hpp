@@ -37,7 +37,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
-#define TESSERA_PLUGIN_ABI_VERSION 2
+#define TESSERA_PLUGIN_ABI_VERSION 3
 
 #define TESSERA_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -111,6 +111,21 @@ struct ModelOptions {
   }
 };
 
+/// How a model built from core/blocks presents its layer sequence, so the host can cut it into
+/// pipeline stages (`tessera train --pp`). Declaring one says: the module is core's U-Net shape
+/// (tessera/core/layer_sequence.hpp) for the options it was built from — modules named as the
+/// built-in U-Net's (enc<ℓ>.conv<i>, enc<ℓ>.norm<i>, up<ℓ>, dec<ℓ>.…, head), 3^D `same`
+/// convolutions (ConvNd), NormNd norms, transposed 2^D up-sampling, a 1×1 head, 2^D max pooling,
+/// ReLU after every norm — and, when `block_tail` is not empty, every convolution block's
+/// submodule of that name (enc0.se) is a BlockTail (unet_blocks.hpp) run after the block's last
+/// activation. The host checks the declaration against the module (every parameter in some
+/// declared layer, of the shape a stage builds) and refuses a model whose layers it does not
+/// cover. A model whose forward is anything else (a layer a stage cannot hold, a dropout, a
+/// different wiring) declares none, and `--pp` refuses it naming the model. Since ABI 3.
+struct LayerLayout {
+  std::string block_tail;  ///< submodule name of each block's tail ("se"), or empty
+};
+
 /// A built model: the module (parameters, buffers, train/eval, save/load) and its forward.
 /// `forward` may only be called while `module` is alive; the handle keeps it so. A forward
 /// that is given the wrong rank, channels or spatial sides throws std::invalid_argument
@@ -118,6 +133,8 @@ struct ModelOptions {
 struct ModelHandle {
   std::shared_ptr<torch::nn::Module> module;
   std::function<torch::Tensor(const torch::Tensor&)> forward;
+  /// Its layer sequence, when the model presents one (LayerLayout); since ABI 3.
+  std::optional<LayerLayout> layers;
 };
 
 /// Builds a model from options; throws std::invalid_argument naming a bad option.

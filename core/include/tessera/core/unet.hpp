@@ -3,9 +3,11 @@
 // implementation for 2-D and 3-D — or, when options.name is not "unet", any model of the
 // registry (model_registry.hpp; plugins such as the SE-U-Net) built by its factory and held
 // as the submodule "model" (parameter names model.enc0…). Training, inference, checkpoints,
-// eval and export go through this one handle either way; what needs the built-in U-Net's
-// layer sequence (pipeline stages, spatial decomposition, the DSN's encode/decode) refuses a
-// registry model with a message (layer_sequence_available()).
+// eval and export go through this one handle either way. Pipeline stages walk a layer
+// sequence (layer_sequence()): the built-in U-Net's, or the one a registry model declares
+// (plugin.hpp, LayerLayout: the SE-U-Net is core's U-Net shape with an SE tail per block);
+// a registry model that declares none is refused there with a message. The DSN's
+// encode/decode needs the built-in U-Net.
 // Input NCHW or NCDHW float, output logits N × classes × spatial. For `valid` padding the
 // spatial output is smaller by 2ε (unet_spec.hpp) and the input side must be valid
 // (unet_output_size). Parameter names are stable (enc0.conv0.weight …, up0.weight, head.weight)
@@ -20,19 +22,22 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/unet_blocks.hpp"
 #include "tessera/core/unet_spec.hpp"
+#include "tessera/plugin.hpp"
 
 namespace tessera {
 
-/// The modules one layer of a LayerSequence runs: its convolution (conv, up, head) or its
-/// normalisation (norm); both empty for the parameter-free layers.
+/// The modules one layer of a LayerSequence runs: its convolution (conv, up, head), its
+/// normalisation (norm) or its block tail (tail); all empty for the parameter-free layers.
 struct LayerModules {
   ConvNd conv{nullptr};
   NormNd norm{nullptr};
+  std::shared_ptr<BlockTailImpl> tail;  ///< a block tail (kTail)
 };
 
 class UNetImpl : public torch::nn::Module {
@@ -48,8 +53,14 @@ class UNetImpl : public torch::nn::Module {
   /// The decoder and head on encode()'s code and skips.
   torch::Tensor decode(torch::Tensor code, const std::map<int, torch::Tensor>& skips);
   const UNetOptions& options() const { return options_; }
-  /// The built-in U-Net: its layers form a LayerSequence that stages and spatial blocks walk.
-  bool layer_sequence_available() const { return options_.is_builtin(); }
+  /// Whether the network presents a layer sequence that pipeline stages cut: the built-in
+  /// U-Net, or a registry model that declares one (plugin.hpp, LayerLayout).
+  bool layer_sequence_available() const { return options_.is_builtin() || layout_.has_value(); }
+  /// The layer sequence for cubic input tiles of side `input_side`, layer names the modules'
+  /// paths (model.enc0.conv0 … for a registry model, with its block tails). Throws
+  /// tessera::Error naming the model when it declares none, or when a parameter of the model
+  /// lies in no declared layer (a layer a stage could not hold), naming the parameter.
+  LayerSequence layer_sequence(int64_t input_side) const;
   /// Batch norm layers take their training statistics over all replicas (see NormNdImpl).
   void synchronise_batch_norm(const ReplicaSum& sum);
   /// Stores weights and runs activations channels-last (NHWC / NDHWC), the faster layout for
@@ -68,6 +79,7 @@ class UNetImpl : public torch::nn::Module {
   // A registry model (options_.name != "unet"): its module and forward. Empty for the U-Net.
   std::shared_ptr<torch::nn::Module> model_;
   std::function<torch::Tensor(const torch::Tensor&)> model_forward_;
+  std::optional<LayerLayout> layout_;  // what the registry model declares (plugin.hpp)
   LayerSequence layers_;  // the forward's order and skips (sizes: the smallest valid input, unused)
   std::vector<LayerModules> modules_;  // by layer index
   LayerSequence sequence_for(const torch::Tensor& x) const;

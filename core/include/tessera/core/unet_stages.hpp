@@ -1,7 +1,8 @@
 #pragma once
 // One pipeline stage of a U-Net: the consecutive layers [first, last] of its forward sequence
-// (layer_sequence.hpp) as a module of their own, holding copies of those layers' parameters
-// only, under the full model's parameter names (enc0.conv0.weight, up1.bias, head.weight …),
+// (layer_sequence.hpp; UNetImpl::layer_sequence, a registry model's with its block tails) as a
+// module of their own, holding copies of those layers' parameters only, under the full model's
+// parameter names (enc0.conv0.weight, up1.bias, head.weight …; model.enc0.se.fc1.weight),
 // so a stage's gradients can be compared with, or written back into, the full model's.
 //
 // Running stages 0 … K−1 one after another, handing each stage's outputs to the later ones,
@@ -36,10 +37,12 @@ struct StageTensors {
 
 class UNetStageImpl : public torch::nn::Module {
  public:
-  /// Layers [first, last] of `seq`, which must be unet_layer_sequence(full.options(), side)
-  /// for some input side. Parameters (and batch-norm buffers) are copied from `full`; the
-  /// stage shares no storage with it. Throws tessera::Error naming `first`/`last` when the
-  /// range is empty or outside the sequence, or `seq` when it describes another model.
+  /// Layers [first, last] of `seq`, which must be full.layer_sequence(side) for some input
+  /// side. Parameters (and batch-norm buffers) are copied from `full`; the stage shares no
+  /// storage with it (a registry model's block tails are built by their fresh()). Throws
+  /// tessera::Error naming `first`/`last` when the range is empty or outside the sequence,
+  /// `seq` when it describes another model, or the model when its modules are not the
+  /// sequence it declares (a tail that is no BlockTail, a parameter missing or of another shape).
   UNetStageImpl(const UNetImpl& full, LayerSequence seq, int first, int last);
 
   /// Runs the stage. `in.main` is the network input for the stage holding layer 0, else the
@@ -67,7 +70,7 @@ class UNetStageImpl : public torch::nn::Module {
   LayerSequence seq_;
   int first_, last_;
   std::vector<int> skips_in_, skips_out_;
-  std::map<std::string, std::shared_ptr<torch::nn::Module>> holders_;  // enc0, dec1 … (name scopes)
+  std::map<std::string, std::shared_ptr<torch::nn::Module>> holders_;  // enc0, model.dec1 … (name scopes, by path)
   std::vector<LayerModules> modules_;  // of layers first … last
 };
 TORCH_MODULE(UNetStage);

@@ -20,6 +20,7 @@
 
 #include "tessera/engine/plan_options.hpp"
 #include "tessera/parallel/plan/cluster.hpp"
+#include "tessera/parallel/plan/grid_plan.hpp"
 #include "tessera/parallel/plan/plan.hpp"
 
 namespace tessera::engine {
@@ -33,6 +34,9 @@ struct PlanResult {
   std::string machine;        ///< with `cluster`: the device and network priced, one line; else empty
   std::optional<parallel::ClusterModel> cluster;  ///< with `cluster`: the cluster priced
   nlohmann::json simulation;  ///< with `simulate`: simulation_json() plus cluster, file; else null
+  /// Training: the process grid's combinations domains × dp × pp × sp (grid_plan.hpp), each
+  /// (pp, sp) with its verdict; unset for inference or when no combination fits.
+  std::optional<parallel::GridPlan> grid;
 };
 
 /// Plans (and simulates with `simulate`). Notes on stderr (a registry model's approximation,

@@ -21,6 +21,7 @@ struct PlanJobOptions {
   std::string image;              ///< W×H or W×H×D; required unless calibrate or dataset
   std::string dataset;            ///< an MSD / nnU-Net folder or a training config: its fingerprint and training plan (dataset_plan.hpp)
   int devices = 1;
+  int domains = 1;                ///< domains (a DSN's): the process grid's fourth axis, each its own devices
   double device_memory = 16;      ///< GiB per device
   bool train = false;             ///< the default: plan training
   bool infer = false;             ///< plan inference instead
@@ -54,6 +55,9 @@ void fields(PlanJobOptions& o, V& v) {
           "batch, filters, norm, schedule, sampling, augmentation), each choice with its reason, sized to --devices and "
           "--device-memory (0: this machine, half of MemAvailable); --json: as JSON");
   v.field("devices", o.devices, "Number of devices (ranks)");
+  v.field("domains", o.domains,
+          "Domains (a Domain Separation Network's, one image each): training plans also search the process grid "
+          "domains × dp × pp × sp and say why each other (pp, sp) lost");
   v.field("device_memory", o.device_memory, "Memory per device in GiB");
   v.field("train", o.train, "Plan training (default)");
   v.field("infer", o.infer, "Plan inference");

@@ -24,6 +24,7 @@
 // The tensor a layer *receives* (the network input, or an activation from the previous
 // pipeline stage) is held by the receiver: see stage_bytes() in parallel/planner.hpp.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@
 
 namespace tessera {
 
-enum class LayerKind { kConv, kNorm, kActivation, kPool, kUp, kConcat, kHead };
+/// kTail: a shape-preserving layer a registry model runs after the last activation of each
+/// convolution block (a Squeeze-and-Excitation block; with_block_tails()).
+enum class LayerKind { kConv, kNorm, kActivation, kPool, kUp, kConcat, kHead, kTail };
 std::string to_string(LayerKind k);
 
 struct Layer {
@@ -75,6 +78,18 @@ struct LayerSequence {
 /// tessera::Error naming `input_side` when the network cannot take it (see unet_output_size),
 /// or naming the model field when `o` is invalid.
 LayerSequence unet_layer_sequence(const UNetOptions& o, int64_t input_side);
+
+/// `seq` with a layer `<block>.<tail>` of kind kTail after the last activation of every
+/// convolution block (enc<ℓ>, dec<ℓ>): same channels and sides, `params(block)` learnable
+/// parameters, its output kept for backward (the next layer's input; the activation before it
+/// stays kept, as the tail's product saves it). A skip then leaves from the tail. Layer and
+/// skip indices after each insertion shift by one.
+LayerSequence with_block_tails(LayerSequence seq, const std::string& tail,
+                               const std::function<int64_t(const std::string& block)>& params);
+
+/// `seq` with every layer's name prefixed by `prefix` ("model." for a registry model held as
+/// the submodule "model" of the network handle), so names stay the parameters' paths.
+LayerSequence with_name_prefix(LayerSequence seq, const std::string& prefix);
 
 /// Per-layer additive memory cost in bytes for `micro_batch` samples:
 ///   training:  saved_bytes × micro_batch + 16 × params (float32 weights, gradients, and

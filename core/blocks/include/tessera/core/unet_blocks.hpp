@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "tessera/core/unet_spec.hpp"
@@ -107,6 +108,20 @@ class ConvBlockImpl : public torch::nn::Module {
   std::vector<NormNd> norms_;
 };
 TORCH_MODULE(ConvBlock);
+
+/// A shape-preserving layer a plugin model runs after the last activation of a convolution
+/// block (a Squeeze-and-Excitation block): N × C × spatial... in, the same shape out. A model
+/// that declares its layer sequence (plugin.hpp, LayerLayout::block_tail) makes its tails of
+/// this type, so a pipeline stage (unet_stages.hpp) can hold its own copy: fresh() builds one
+/// of the same shape, whose parameters the stage then copies by name. Under a
+/// DecompositionScope a tail takes whatever it needs of the whole image itself
+/// (global_average_pool, decomposition.hpp) or refuses the scope naming itself.
+class BlockTailImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  /// A new tail of the same shape (its parameters initialised anew; the caller copies them).
+  virtual std::shared_ptr<BlockTailImpl> fresh() const = 0;
+};
 
 /// 2^D max pooling, kernel and stride 2, over the x.dim() − 2 spatial axes (1 … 3).
 torch::Tensor max_pool2x(const torch::Tensor& x);
