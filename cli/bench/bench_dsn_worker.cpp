@@ -124,9 +124,11 @@ nlohmann::json run_dsn_worker(const BenchDsnOptions& f) {
   dsn.similarity = parse_similarity(f.similarity);
   dsn.validate(model);
   SyntheticDomains data(domains, std::max<int64_t>(4 * f.side, 256));
-  std::unique_ptr<parallel::DomainParallelHooks> hooks;
+  const parallel::ProcessGrid grid(world, parallel::GridShape().with_domain(parallel::domain_groups(world.size(), domains, 0)));
+  std::unique_ptr<parallel::DomainTrainHooks> hooks;
   if (world.size() > 1)
-    hooks = std::make_unique<parallel::DomainParallelHooks>(world, parallel::domain_groups(world.size(), domains, 0), domains);
+    hooks = std::make_unique<parallel::DomainTrainHooks>(grid, domains, SpatialMesh::along_first_axis(1, model.dims),
+                                                         parallel::DomainHookOptions().with_writes_outputs(grid.is_root()));
   std::vector<int> owned(size_t(domains), 0);
   std::iota(owned.begin(), owned.end(), 0);
   if (hooks) owned = hooks->domains(domains);
@@ -143,7 +145,7 @@ nlohmann::json run_dsn_worker(const BenchDsnOptions& f) {
   int64_t parameters = 0;
   for (const auto& p : net->parameters()) parameters += p.numel();
   if (hooks) hooks->bind(*net);
-  const TrainReport r = tessera::train(net, data.pairs, bench_training(f, run_dir.string()), meta, hooks.get(), hooks.get());
+  const TrainReport r = tessera::train(net, data.pairs, bench_training(f, run_dir.string()), meta, hooks.get());
   const int64_t peak = meter.peak_increase();
   fs::remove_all(run_dir);
   torch::Tensor seconds = torch::tensor({r.seconds / double(f.steps)}, torch::kDouble);

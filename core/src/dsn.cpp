@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -31,6 +32,22 @@ auto seeded(uint64_t seed, F make) {
   auto built = make();
   gen.set_state(saved);
   return built;
+}
+
+// The mean over the spatial axes (N, C). Under a decomposition the whole tile's: the value
+// from the blocks' sums and pixel counts, the graph this block's share (the others' sums enter
+// as constants), so that the blocks' gradients, summed by the trainer, are the one tile's.
+torch::Tensor spatial_mean(const torch::Tensor& t) {
+  const Decomposition* blocks = active_decomposition();
+  if (blocks == nullptr) {
+    std::vector<int64_t> spatial;
+    for (int64_t d = 2; d < t.dim(); ++d) spatial.push_back(d);
+    return t.mean(spatial);
+  }
+  const torch::Tensor sums = t.flatten(2).sum(2);
+  const torch::Tensor pixels = blocks->image_sum(torch::full({1}, double(t.flatten(2).size(2)), sums.options()));
+  const torch::Tensor mine = sums.detach();
+  return (sums + (blocks->image_sum(mine) - mine)) / pixels;
 }
 
 }  // namespace
@@ -144,10 +161,8 @@ DsnOutputs DsnImpl::forward(const torch::Tensor& input, int domain, bool task) {
   for (const auto& [e, t] : skips) out.levels.push_back(t);
   std::sort(out.levels.begin(), out.levels.end(), [](const torch::Tensor& a, const torch::Tensor& b) { return a.size(2) > b.size(2); });
   out.levels.push_back(out.shared_code);
-  std::vector<int64_t> spatial;
-  for (int64_t d = 2; d < x.dim(); ++d) spatial.push_back(d);
   std::vector<torch::Tensor> means;
-  for (const auto& t : out.levels) means.push_back(t.mean(spatial));
+  for (const auto& t : out.levels) means.push_back(spatial_mean(t));
   out.pooled = torch::cat(means, 1);
   return out;
 }

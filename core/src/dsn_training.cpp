@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "tessera/core/dsn_losses.hpp"
+#include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
 #include "train_model.hpp"
@@ -58,14 +59,38 @@ void check_dsn_training(const UNetOptions& unet, const DsnOptions& dsn,
 
 namespace {
 
+// Under spatial parallelism: `local`, this block's part of a sum over the blocks of every
+// tile, as the whole tiles' sum whose graph is this block's part (the others' enter as
+// constants; the hooks sum the blocks' gradients). `local` itself without blocks.
+torch::Tensor over_blocks(const torch::Tensor& local, const Decomposition* blocks) {
+  if (blocks == nullptr) return local;
+  const torch::Tensor mine = local.detach();
+  return local + (blocks->image_sum(mine) - mine);
+}
+
+// How many elements of each tile's `per_sample` elements the blocks hold together.
+double tile_elements(double per_sample, const Decomposition* blocks) {
+  if (blocks == nullptr) return per_sample;
+  return blocks->image_sum(torch::full({1}, per_sample, torch::kFloat64)).item<double>();
+}
+
+// simse per sample over the whole tiles: each sample's mean error over the blocks first (a
+// constant for the gradient, since the variance's derivative in the mean is 0), then the sum
+// of squared deviations. simse_per_sample itself without blocks.
+torch::Tensor tile_simse(const torch::Tensor& x, const torch::Tensor& reconstruction, const Decomposition* blocks) {
+  if (blocks == nullptr) return simse_per_sample(x, reconstruction);
+  const int64_t n = x.size(0);
+  const torch::Tensor d = (x - reconstruction).reshape({n, -1});
+  const double k = tile_elements(double(d.size(1)), blocks);
+  const torch::Tensor mean = blocks->image_sum(d.detach().sum(1).contiguous()) / k;
+  return over_blocks((d - mean.unsqueeze(1)).square().sum(1), blocks) / k;
+}
+
 // The DSN and its loss terms for the one trainer (train_model.hpp).
 class DsnModel : public detail::TrainModel {
  public:
-  DsnModel(Dsn& dsn, DomainPlacement* placement)
-      : dsn_(dsn),
-        placement_(placement),
-        total_(dsn->options().domains),
-        local_(placement ? placement->domains(total_) : all_domains(total_)) {
+  DsnModel(Dsn& dsn, const TrainHooks& hooks)
+      : dsn_(dsn), total_(dsn->options().domains), local_(hooks.domains(total_)) {
     if (local_ != dsn->parts->owned())
       throw Error("DSN: this process trains other domains than its private encoders were built for (a bug)");
   }
@@ -97,86 +122,95 @@ class DsnModel : public detail::TrainModel {
   }
 
  private:
-  torch::Tensor task_loss(const DsnOutputs& out, const detail::Sample& s, const TrainOptions& o, TrainHooks& hooks,
-                          torch::Tensor& reported);
-  torch::Tensor dann_loss(const DsnOutputs& out, int domain, double global_batch, double lambda);
+  // What one domain's batch adds to the step's loss (its terms into `reported`).
+  torch::Tensor domain_loss(const detail::Sample& s, int domain, const TrainOptions& o, TrainHooks& hooks,
+                            double lambda, torch::Tensor& reported, std::vector<torch::Tensor>& pooled);
+  torch::Tensor dann_loss(const DsnOutputs& out, int domain, double global_batch, double lambda,
+                          const Decomposition* blocks);
   torch::Tensor gathered_mmd(const std::vector<torch::Tensor>& pooled, const TrainOptions& o, TrainHooks& hooks);
 
-  // Over every process: the placement's sum, or without one the hooks' (all domains here).
-  void sum_all(torch::Tensor& t, TrainHooks& hooks) { placement_ ? placement_->sum_all(t) : hooks.sum(t); }
-
   Dsn& dsn_;
-  DomainPlacement* placement_;
   const int total_;
   const std::vector<int> local_;
   std::optional<DsnParts> all_;  // the writer's copy of every private encoder (several domain groups)
 };
 
-// The source's task loss from its statistics summed over its replicas (trainer's global batch).
-torch::Tensor DsnModel::task_loss(const DsnOutputs& out, const detail::Sample& s, const TrainOptions& o,
-                                  TrainHooks& hooks, torch::Tensor& reported) {
-  const detail::ModelLoss task = detail::global_batch_loss(out.logits, s.target, o.loss, hooks);
-  if (task.labelled <= 0) return torch::zeros({}, torch::kFloat);  // no labelled pixel: nothing to learn
-  if (hooks.replica() == 0) reported[0] += task.value;
-  return task.for_backward;
-}
-
 // Every position of every level classified; the mean over the positions of all domains'
-// global batches, then over the levels.
-torch::Tensor DsnModel::dann_loss(const DsnOutputs& out, int domain, double global_batch, double lambda) {
+// global batches (whole tiles), then over the levels. This block's part of it.
+torch::Tensor DsnModel::dann_loss(const DsnOutputs& out, int domain, double global_batch, double lambda,
+                                  const Decomposition* blocks) {
   std::vector<torch::Tensor> reversed;
   for (const auto& level : out.levels) reversed.push_back(gradient_reversal(level, lambda));
   const std::vector<torch::Tensor> logits = dsn_->parts->classifier->forward(reversed);
   torch::Tensor dann = torch::zeros({}, torch::kFloat);
   for (const torch::Tensor& l : logits) {
-    const int64_t positions = l.numel() / (l.size(0) * l.size(1));
+    const double positions = tile_elements(double(l.numel() / (l.size(0) * l.size(1))), blocks);
     std::vector<int64_t> label_shape{l.size(0)};
     for (int64_t a = 2; a < l.dim(); ++a) label_shape.push_back(l.size(a));
     const torch::Tensor labels = torch::full(label_shape, int64_t{domain}, torch::kInt64);
     dann = dann + torch::nn::functional::cross_entropy(
                       l, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum)) /
-                      (global_batch * total_ * double(positions) * double(logits.size()));
+                      (global_batch * total_ * positions * double(logits.size()));
   }
   return dann;
+}
+
+torch::Tensor DsnModel::domain_loss(const detail::Sample& s, int d, const TrainOptions& options, TrainHooks& hooks,
+                                    double lambda, torch::Tensor& reported, std::vector<torch::Tensor>& pooled) {
+  const DsnOptions& o = dsn_->options();
+  const double global_batch = double(options.batch) * hooks.replicas();
+  const Decomposition* blocks = hooks.tile_decomposition();
+  const int64_t alignment = unet_alignment(dsn_->unet->options());
+  const torch::Tensor input = hooks.block(s.input, 2, alignment);
+  DsnOutputs out;
+  {
+    std::optional<DecompositionScope> scope;
+    if (blocks) scope.emplace(*blocks);
+    out = dsn_->forward(input, d, /*task=*/d == 0);
+  }
+  torch::Tensor total = torch::zeros({}, torch::kFloat);
+  if (d == 0) {  // the source's task loss over its global batch
+    const detail::ModelLoss task =
+        detail::global_batch_loss(out.logits, hooks.block(s.target, 1, alignment), options.loss, hooks, blocks);
+    if (task.labelled > 0) total = total + task.for_backward;  // else no labelled pixel: nothing to learn
+    if (task.labelled > 0 && hooks.replica() == 0) reported[0] += task.value;
+  }
+  const torch::Tensor recon = tile_simse(input, out.reconstruction, blocks).sum() / global_batch;
+  total = total + o.alpha * recon;
+  reported[1] += recon.item<double>();
+  const torch::Tensor g_local = over_blocks(difference_statistics(out.shared_code, out.private_code), blocks);
+  torch::Tensor g_global = g_local.detach().contiguous().clone();
+  hooks.sum(g_global);
+  const double rows =
+      global_batch * tile_elements(double(out.shared_code.numel() / (out.shared_code.size(0) * out.shared_code.size(1))), blocks);
+  const torch::Tensor difference = difference_loss(g_local + (g_global - g_local.detach()), rows);
+  total = total + o.beta * difference;
+  if (hooks.replica() == 0) reported[2] += difference.item<double>();
+  if (o.similarity == Similarity::kDann) {
+    const torch::Tensor dann = dann_loss(out, d, global_batch, lambda, blocks);
+    total = total + o.gamma * dann;
+    reported[3] += over_blocks(dann.detach(), blocks).item<double>();
+  } else {
+    pooled[size_t(d)] = out.pooled;
+  }
+  return total;
 }
 
 detail::ModelLoss DsnModel::loss(std::vector<detail::Sample>& samples, const TrainOptions& options, TrainHooks& hooks,
                                  double /*share*/, double progress) {
   const DsnOptions& o = dsn_->options();
-  const double global_batch = double(options.batch) * hooks.replicas();
   const double lambda = dann_lambda(progress);
   torch::Tensor reported = torch::zeros({4}, torch::kDouble);  // task, recon, difference, similarity
   torch::Tensor total = torch::zeros({}, torch::kFloat);
   std::vector<torch::Tensor> pooled(static_cast<size_t>(total_));
-  for (size_t k = 0; k < local_.size(); ++k) {
-    const int d = local_[k];
-    const detail::Sample& s = samples[k];
-    const DsnOutputs out = dsn_->forward(s.input, d, /*task=*/d == 0);
-    if (d == 0) total = total + task_loss(out, s, options, hooks, reported);
-    const torch::Tensor recon = simse_per_sample(s.input, out.reconstruction).sum() / global_batch;
-    total = total + o.alpha * recon;
-    reported[1] += recon.item<double>();
-    const torch::Tensor g_local = difference_statistics(out.shared_code, out.private_code);
-    torch::Tensor g_global = g_local.detach().contiguous().clone();
-    hooks.sum(g_global);
-    const double rows = global_batch * double(out.shared_code.numel() / (out.shared_code.size(0) * out.shared_code.size(1)));
-    const torch::Tensor difference = difference_loss(g_local + (g_global - g_local.detach()), rows);
-    total = total + o.beta * difference;
-    if (hooks.replica() == 0) reported[2] += difference.item<double>();
-    if (o.similarity == Similarity::kDann) {
-      const torch::Tensor dann = dann_loss(out, d, global_batch, lambda);
-      total = total + o.gamma * dann;
-      reported[3] += dann.item<double>();
-    } else {
-      pooled[size_t(d)] = out.pooled;
-    }
-  }
+  for (size_t k = 0; k < local_.size(); ++k)
+    total = total + domain_loss(samples[k], local_[k], options, hooks, lambda, reported, pooled);
   if (o.similarity == Similarity::kMmd) {
     const torch::Tensor mmd = gathered_mmd(pooled, options, hooks);
     total = total + o.gamma * mmd;
-    if (hooks.writes_outputs()) reported[3] += mmd.item<double>();
+    if (hooks.replica() == 0 && local_.front() == 0) reported[3] += mmd.item<double>();  // once per sum_domains
   }
-  sum_all(reported, hooks);
+  hooks.sum_domains(reported);
   const double task = reported[0].item<double>(), recon = reported[1].item<double>(),
                difference = reported[2].item<double>(), similarity = reported[3].item<double>();
   detail::ModelLoss out;
@@ -196,7 +230,7 @@ torch::Tensor DsnModel::gathered_mmd(const std::vector<torch::Tensor>& pooled, c
   const int64_t channels = dsn_pooled_channels(dsn_->unet->options());
   torch::Tensor all = torch::zeros({total_, b * replicas, channels}, torch::kFloat);
   for (int d : local_) all[d].narrow(0, first, b).copy_(pooled[size_t(d)].detach());
-  sum_all(all, hooks);
+  hooks.sum_domains(all);
   std::vector<torch::Tensor> codes;
   for (int d = 0; d < total_; ++d) {
     const torch::Tensor& mine = pooled[size_t(d)];
@@ -228,7 +262,7 @@ double DsnModel::clip_gradients(double max_norm, TrainHooks& hooks) {
   if (hooks.replica() == 0)
     for (int d : local_) privates += squared(dsn_->parts->private_parameters(d));
   torch::Tensor sum = torch::tensor({privates}, torch::kDouble);
-  sum_all(sum, hooks);
+  hooks.sum_domains(sum);
   const double norm = std::sqrt(squared(dsn_->shared_parameters()) + sum.item<double>());
   const double coefficient = max_norm / (norm + 1e-6);
   if (coefficient < 1)
@@ -253,7 +287,7 @@ const torch::nn::Module* DsnModel::checkpoint_extra(TrainHooks& hooks) {
       for (auto& p : dsn_->parts->private_parameters(d)) flat.push_back(p.detach().reshape({-1}).to(torch::kFloat));
       rows[d].copy_(torch::cat(flat));
     }
-  sum_all(rows, hooks);
+  hooks.sum_domains(rows);
   if (!hooks.writes_outputs()) return nullptr;
   if (!all_) all_ = DsnParts(unet, dsn_->options(), all_domains(total_), 0);
   copy_module(*dsn_->parts->recon, *(*all_)->recon);
@@ -291,13 +325,14 @@ DsnOptions dsn_options_from_extra_model(const std::string& text) {
 }
 
 TrainReport train(Dsn& dsn, const std::vector<std::vector<TrainingPair>>& domains, const TrainOptions& options,
-                  CheckpointMeta meta, TrainHooks* hooks, DomainPlacement* placement,
-                  const std::vector<TrainingPair>& validation, TrainObserver* observer) {
+                  CheckpointMeta meta, TrainHooks* hooks, const std::vector<TrainingPair>& validation,
+                  TrainObserver* observer) {
   check_dsn_training(dsn->unet->options(), dsn->options(), domains, options);
   for (const TrainingPair& p : validation)
     if (!p.labels || p.image->info().extent != p.labels->info().extent)
       throw Error(p.image->info().path + ": a validation image needs labels of its size");
-  DsnModel model(dsn, placement);
+  const TrainHooks one_process;
+  DsnModel model(dsn, hooks ? *hooks : one_process);
   meta.extra_model = dsn_extra_model(dsn->options());
   return detail::run_training(model, domains, options, std::move(meta), hooks, validation, observer);
 }

@@ -6,6 +6,7 @@
 // the model says this process trains, hands each micro-batch's samples to loss(), and owns
 // everything else: optimiser and schedule, accumulation, clipping, validation of unet(),
 // checkpoints, resume, reports. Training thread only.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,11 +59,15 @@ class TrainModel {
   virtual void resume_extra(const std::string& /*path*/, const CheckpointMeta& /*meta*/) {}
 };
 
-/// The loss of the global batch from statistics summed over replicas (hooks.sum): each
-/// replica's own statistics keep their graph, the others' enter as constants, so backward
-/// gives this replica's share of the global gradient (train_hooks.hpp).
+/// The loss of the global batch from statistics summed over replicas (hooks.sum), and first
+/// over the blocks of every tile when `blocks` is given (logits and target are then this
+/// rank's blocks): each process's own statistics keep their graph, the others' enter as
+/// constants, so backward gives this process's share of the global gradient (train_hooks.hpp).
 ModelLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
-                            TrainHooks& hooks);
+                            TrainHooks& hooks, const Decomposition* blocks = nullptr);
+
+/// The plain U-Net and its segmentation loss over the global batch (unet_train_model.cpp).
+std::unique_ptr<TrainModel> unet_train_model(UNet& net);
 
 /// The one training loop. `data[d]` are domain d's pairs (one domain for a plain U-Net).
 TrainReport run_training(TrainModel& model, const std::vector<std::vector<TrainingPair>>& data,

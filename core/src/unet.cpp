@@ -102,13 +102,13 @@ torch::Tensor UNetImpl::forward(torch::Tensor x) {
   return run_layers(layers_, 0, layers_.size() - 1, modules_, std::move(x), {}, none);
 }
 
-// The sequence with the sizes of `x` (skips are cropped to the consumer's side; with `same`
-// padding that keeps them whole).
+// The sequence with the first spatial side of `x` (skips are cropped to the consumer's side;
+// with `same` padding that keeps them whole, so the other sides need not match: encode and
+// decode also run on a spatial block of a tile, which is not cubic).
 LayerSequence UNetImpl::sequence_for(const torch::Tensor& x) const {
   if (!options_.is_builtin())
     throw Error("model " + options_.name + ": a registry model has no U-Net encoder/decoder split (a DSN needs the built-in unet)");
   TESSERA_CHECK(options_.padding == Padding::kSame && x.dim() == options_.dims + 2);
-  for (int64_t d = 3; d < x.dim(); ++d) TESSERA_CHECK(x.size(d) == x.size(2));
   return unet_layer_sequence(options_, x.size(2));
 }
 

@@ -155,7 +155,7 @@ TEST(Dsn, MetricsCarryTheWeightedTermsAndTheCheckpointLoads) {
   t.run_dir = (std::filesystem::temp_directory_path() / ("tessera-dsn-run-" + std::to_string(::getpid()))).string();
   CheckpointMeta meta{.model = small(), .norm = {{0.f, 0.f}, {1.f, 1.f}}, .class_names = {"a", "b", "c"}};
   RunWriter writer(t.run_dir);
-  train(dsn, domains, t, meta, nullptr, nullptr, {}, &writer);
+  train(dsn, domains, t, meta, nullptr, {}, &writer);
   const MetricsLog log = read_metrics(RunLayout(t.run_dir).metrics());
   ASSERT_EQ(log.steps.size(), 3u);
   for (const StepMetrics& m : log.steps) {

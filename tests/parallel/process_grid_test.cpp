@@ -1,4 +1,4 @@
-// The data × pipeline × spatial grid: sizes validated, coordinates and groups consistent.
+// The domain × data × pipeline × spatial grid: sizes validated, coordinates and groups consistent.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -52,6 +52,25 @@ TEST(ProcessGrid, GroupsHoldTheRanksOfTheirAxis) {
   for (int d = 0; d < g.shape().data; ++d)
     EXPECT_EQ(all[d].item<int64_t>(), g.world_rank_of(d, g.pipeline_stage(), g.spatial_rank()));
   EXPECT_EQ(g.is_replica_leader(), g.pipeline_stage() == 0 && g.spatial_rank() == 0);
+}
+
+// The domain axis is outermost: group g holds the consecutive ranks [g·P/G, (g+1)·P/G), and
+// its group gathers one rank per domain group at the same (d, p, s).
+TEST(ProcessGrid, DomainAxisIsOutermost) {
+  EXPECT_EQ(GridShape{}.with_domain(2).with_spatial(2).resolved(8).data, 2);
+  EXPECT_THROW(GridShape{}.with_domain(3).resolved(4), Error);
+  EXPECT_THROW(GridShape{}.with_domain(0).resolved(4), Error);
+  Communicator& w = world();
+  ASSERT_EQ(w.size() % 2, 0) << "needs an even number of ranks (mpirun -np 2 or 4)";
+  ProcessGrid g(w, GridShape{}.with_domain(2));
+  const int per_group = w.size() / 2;
+  EXPECT_EQ(g.shape().data, per_group);
+  EXPECT_EQ(g.domain_group(), w.rank() / per_group);
+  EXPECT_EQ(g.domain().rank(), g.domain_group());
+  EXPECT_EQ(g.data().size(), per_group);
+  EXPECT_EQ(g.world_rank_of(g.data_rank(), 0, 0), w.rank());
+  torch::Tensor all = g.domain().allgather(torch::tensor({int64_t(w.rank())}));
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(all[k].item<int64_t>(), k * per_group + g.data_rank());
 }
 
 }  // namespace

@@ -12,23 +12,11 @@
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
-#include "tessera/parallel/modes/domain_hooks.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
-#include "tessera/run/staged_file.hpp"
 
 namespace tessera::engine::train {
 namespace {
-
-// Domain-parallel hooks that also drive the device monitor.
-class MonitoredDomainHooks : public parallel::DomainParallelHooks {
- public:
-  using DomainParallelHooks::DomainParallelHooks;
-  std::function<void(int64_t, double)> step_callback;
-  void on_step(int64_t step, double loss) override {
-    if (step_callback) step_callback(step, loss);
-  }
-};
 
 // "0 (source)", "1 2 3": domains as the plan line names them.
 std::string describe_domains(const std::vector<int>& domains) {
@@ -37,13 +25,14 @@ std::string describe_domains(const std::vector<int>& domains) {
   return s;
 }
 
-// What the domain-parallel path refuses beyond the settings table (train_settings.hpp): the
-// grid of the other modes, registry models.
+// What the domain-parallel path refuses beyond the settings table (train_settings.hpp):
+// pipeline stages, registry models.
 void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
   const std::string& config = request.config;
-  if (c.parallel.pp > 1 || c.parallel.sp > 1)
-    throw Error(config + ": model.kind dsn runs domain parallel (with --dp inside each domain); --pp and --sp are not "
-                "supported with it");
+  if (c.parallel.pp > 1)
+    throw Error(config + ": --pp " + std::to_string(c.parallel.pp) + ": model.kind dsn is not one layer sequence (its "
+                "shared and private encoders run side by side on each tile, and two decoders and a classifier read "
+                "their codes), so it has no pipeline stages; train it with --dp, --sp and domain groups");
   if (!c.model.options.is_builtin())
     throw Error(config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
                 " cannot be one (use a unet preset)");
@@ -55,7 +44,7 @@ void refuse_split_domains(const TrainRequest& request, int groups) {
   if (groups > 1 && !request.resume.empty())
     throw Error("--resume: " + std::to_string(groups) + " domain groups each hold only their domains' private encoders "
                 "and the checkpoint keeps no optimiser state for them; a DSN resumes when one group trains every "
-                "domain (--dp equal to the ranks)");
+                "domain (--dp × --sp equal to the ranks)");
 }
 
 // The source as plain pairs (domain 0; its holdout is never trained on: with train.validate
@@ -89,30 +78,32 @@ Domains open_domains(const std::string& config, RunConfig& c) {
   return d;
 }
 
-void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const MonitoredDomainHooks& hooks, int groups,
-                    int ranks, int threads) {
+void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const parallel::ProcessGrid& grid, int threads) {
   const UNetOptions& model = c.model.options;
   const TrainOptions& t = c.train;
   const int64_t priv = dsn_private_parameter_count(model, dsn_options);
+  const parallel::GridShape& g = grid.shape();
   std::fprintf(stderr,
                "train: DSN, 1 source + %d target(s), %d-D U-Net L=%d f=%d (%lld parameters) + private encoders of "
                "%lld + reconstruction decoder %lld + domain classifier %lld; %s similarity; tiles %lld, batch %d per "
-               "domain and replica; %d ranks = %d domain groups x %d replicas, %d threads\n",
+               "domain and replica; %d ranks = %d domain groups x %d replicas x %d spatial blocks, %d threads\n",
                dsn_options.domains - 1, model.dims, model.levels, model.base_filters,
                (long long)unet_parameter_count(model), (long long)priv,
                (long long)dsn_recon_parameter_count(model, dsn_options),
                (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
-               (long long)t.tile, t.batch, ranks, groups, hooks.replicas(), threads);
-  for (int g = 0; g < groups; ++g)
-    std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", g, g * hooks.replicas(),
-                 (g + 1) * hooks.replicas() - 1,
-                 describe_domains(parallel::domains_of_group(g, groups, dsn_options.domains)).c_str());
+               (long long)t.tile, t.batch, grid.world_size(), g.domain, g.data, g.spatial, threads);
+  const int per_group = grid.world_size() / g.domain;
+  for (int group = 0; group < g.domain; ++group)
+    std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", group, group * per_group,
+                 (group + 1) * per_group - 1,
+                 describe_domains(parallel::domains_of_group(group, g.domain, dsn_options.domains)).c_str());
 }
 
 }  // namespace
 
-// mpirun -np P tessera train --config dsn.yaml: P ranks in G domain groups of P / G replicas
-// (parallel.dp), group g training the domains [g·D/G, (g+1)·D/G) (parallel/domain_hooks.hpp).
+// mpirun -np P tessera train --config dsn.yaml [--sp S]: P ranks in G domain groups of P / G
+// ranks (parallel.dp replicas × S spatial blocks), group g training the domains
+// [g·D/G, (g+1)·D/G) (parallel/modes/domain_hooks.hpp).
 void run_dsn(const TrainRequest& request, RunConfig& c) {
   const std::string& config = request.config;
   refuse_unsupported(request, c);
@@ -129,33 +120,35 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
   check_dsn_training(model, dsn_options, data.pairs, t);
 
   parallel::Communicator& world = parallel::world();
-  const int groups = parallel::domain_groups(world.size(), dsn_options.domains, c.parallel.dp);
+  const int spatial = std::max(1, c.parallel.sp);
+  if (world.size() % spatial != 0)
+    throw Error(config + ": --sp " + std::to_string(spatial) + " does not divide the " + std::to_string(world.size()) +
+                " ranks");
+  const int groups = parallel::domain_groups(world.size() / spatial, dsn_options.domains, c.parallel.dp);
   refuse_split_domains(request, groups);
-  MonitoredDomainHooks hooks(world, groups, dsn_options.domains);
-  const bool root_rank = world.rank() == 0;
+  parallel::ProcessGrid grid(world, parallel::GridShape().with_spatial(spatial).with_domain(groups));
+  check_parallel(c, grid, config);
+  Hooks hooks = make_hooks(c, grid, dsn_options.domains);
+  const bool root_rank = grid.is_root();
   if (!request.resume.empty()) t.resume = resume_checkpoint(request.resume, t.run_dir, root_rank);
   const int threads = configure_threads(request.threads.value_or(0));
-  Dsn dsn(model, dsn_options, hooks.domains(dsn_options.domains), t.seed);
-  hooks.bind(*dsn);
+  Dsn dsn(model, dsn_options, hooks.domain->domains(dsn_options.domains), t.seed);
+  hooks.domain->bind(*dsn);
   if (root_rank) {
-    c.parallel.dp = hooks.replicas();
-    std::filesystem::create_directories(t.run_dir);
-    RunConfig resolved = c;
-    absolute_data_paths(resolved, config);
-    write_file_atomically(RunLayout(t.run_dir).config(), {resolved_config_yaml(resolved)});
+    write_resolved_config(c, grid, config);
     for (const std::string& note : data.source.notes) std::fprintf(stderr, "train: %s\n", note.c_str());
-    print_dsn_plan(c, dsn_options, hooks, groups, world.size(), threads);
+    print_dsn_plan(c, dsn_options, grid, threads);
   }
   parallel::DeviceMonitor monitor(parallel::DeviceMonitorOptions::for_this_rank(t.run_dir));
   monitor.set_phase("train");
-  hooks.step_callback = [&monitor, tiles = int64_t(t.batch) * int64_t(hooks.domains(dsn_options.domains).size())](int64_t step, double) {
+  hooks.set_step_callback([&monitor, tiles = int64_t(t.batch) * int64_t(dsn->parts->owned().size())](int64_t step, double) {
     monitor.set_step(step);
     monitor.set_tiles_done(step * tiles);
-  };
+  });
   RunWriter run_writer(t.run_dir);
   const TrainReport r = [&] {
     const OperatorProfile profile(request.profile, root_rank);
-    return tessera::train(dsn, data.pairs, t, data.meta, &hooks, &hooks, data.source.validation, &run_writer);
+    return tessera::train(dsn, data.pairs, t, data.meta, hooks.get(), data.source.validation, &run_writer);
   }();
   monitor.set_phase("done");
   monitor.sample_now();

@@ -98,13 +98,21 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   }
 }
 
-// The parallel strategy, built once from the grid: pipeline stages (their tiles split over
+// The parallel strategy, built once from the grid: a DSN's domain groups (replicas and
+// spatial blocks inside each), else pipeline stages (their tiles split over
 // the spatial group when --sp > 1, replicas over the data group), else spatial blocks (and
 // replicas), else data parallelism.
-Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid) {
+Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid, int domains) {
   const ParallelConfig& p = c.parallel;
   Hooks out;
-  if (grid.shape().pipeline > 1) {
+  if (c.model.is_dsn()) {
+    auto h = std::make_unique<parallel::DomainTrainHooks>(
+        grid, domains, spatial_mesh(p, grid.shape().spatial, c.model.options.dims),
+        parallel::DomainHookOptions().with_writes_outputs(grid.is_root()));
+    out.set_step_callback = [dsn = h.get()](auto fn) { dsn->set_step_callback(std::move(fn)); };
+    out.domain = h.get();
+    out.hooks = std::move(h);
+  } else if (grid.shape().pipeline > 1) {
     const auto options = parallel::PipelineHookOptions()
                              .with_micro_batches(p.micro_batches)
                              .with_schedule(parse_pipeline_schedule(p.schedule))

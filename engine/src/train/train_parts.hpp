@@ -16,6 +16,7 @@
 #include "tessera/parallel/comm/process_grid.hpp"
 #include "tessera/parallel/modes/data_parallel.hpp"
 #include "tessera/parallel/modes/device_monitor.hpp"
+#include "tessera/parallel/modes/domain_hooks.hpp"
 #include "tessera/parallel/modes/pipeline_hooks.hpp"
 #include "tessera/parallel/modes/spatial_hooks.hpp"
 
@@ -53,16 +54,19 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
 Precision gradient_wire(const std::string& s);
 
 // Pipeline stages and spatial blocks run forward and backward through their hooks; one
-// stage of one block is plain data parallelism.
+// stage of one block is plain data parallelism; a DSN's hooks place its domains on the
+// grid's domain axis (with replicas and blocks inside each group).
 struct Hooks {
   std::unique_ptr<TrainHooks> hooks;
   std::function<void(std::function<void(int64_t, double)>)> set_step_callback;
   parallel::PipelineTrainHooks* pipeline = nullptr;  // for per-stage telemetry
   parallel::SpatialTrainHooks* spatial = nullptr;    // for the halo bytes in the report
   parallel::DataParallelHooks* data = nullptr;       // for the communication timeline in the report
+  parallel::DomainTrainHooks* domain = nullptr;      // a DSN's (bind the network before training)
   TrainHooks* get() const { return hooks.get(); }
 };
-Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid);
+/// The hooks of the grid's modes; for model.kind dsn of `domains` domains, its domain hooks.
+Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid, int domains = 1);
 /// RUN/config.yaml: every field as this run uses it (the grid as resolved, data paths absolute:
 /// absolute_data_paths, read relative to `config`), written staged.
 /// `head` (comment lines, e.g. --auto's choices) goes above the keys.

@@ -30,58 +30,69 @@ int domain_groups(int ranks, int domains, int replicas) {
   return 1;
 }
 
-DomainParallelHooks::DomainParallelHooks(Communicator& world, int groups, int domains)
-    : world_(world), groups_(groups), domains_(domains) {
-  if (groups < 1 || world.size() % groups != 0 || groups > domains)
-    throw Error(std::to_string(groups) + " domain groups for " + std::to_string(world.size()) + " ranks and " +
-                std::to_string(domains) + " domains: the groups must divide the ranks and be at most the domains");
-  const int replicas = world.size() / groups;
-  group_index_ = world.rank() / replicas;
-  group_ = world.split(group_index_, world.rank());
+DomainTrainHooks::DomainTrainHooks(const ProcessGrid& grid, int domains, SpatialMesh mesh, DomainHookOptions options)
+    : domain_(grid.domain()), data_(grid.data()), spatial_(grid.spatial()), domains_(domains), options_(options) {
+  if (grid.shape().pipeline != 1)
+    throw Error("--pp " + std::to_string(grid.shape().pipeline) + ": a DSN trains without pipeline stages (a bug to get here)");
+  if (grid.shape().domain > domains)
+    throw Error(std::to_string(grid.shape().domain) + " domain groups for " + std::to_string(domains) +
+                " domains: at most one group per domain");
+  if (spatial_.size() > 1) decomposition_ = std::make_unique<SpatialDecomposition>(spatial_, std::move(mesh));
 }
 
-DomainParallelHooks::~DomainParallelHooks() = default;
+DomainTrainHooks::~DomainTrainHooks() = default;
 
-std::vector<int> DomainParallelHooks::domains(int total) const {
+std::vector<int> DomainTrainHooks::domains(int total) const {
   TESSERA_CHECK(total == domains_);
-  return domains_of_group(group_index_, groups_, domains_);
+  return domains_of_group(domain_.rank(), domain_.size(), domains_);
 }
 
-int DomainParallelHooks::replica() const { return group_->rank(); }
-int DomainParallelHooks::replicas() const { return group_->size(); }
-
-void DomainParallelHooks::sum(torch::Tensor& t) {
-  if (group_->size() > 1) group_->allreduce(t, ReduceOp::kSum);
+void DomainTrainHooks::sum(torch::Tensor& t) {
+  if (data_.size() > 1) data_.allreduce(t, ReduceOp::kSum);
 }
 
-void DomainParallelHooks::sum_all(torch::Tensor& t) {
-  if (world_.size() > 1) world_.allreduce(t, ReduceOp::kSum);
+void DomainTrainHooks::sum_domains(torch::Tensor& t) {
+  sum(t);
+  if (domain_.size() > 1) domain_.allreduce(t, ReduceOp::kSum);
 }
 
-DsnImpl& DomainParallelHooks::dsn() const {
+torch::Tensor DomainTrainHooks::block(const torch::Tensor& tiles, int64_t first_axis, int64_t alignment) const {
+  if (!decomposition_) return tiles;
+  return decomposition_->scatter(tiles, int(first_axis), alignment).contiguous();
+}
+
+DsnImpl& DomainTrainHooks::dsn() const {
   TESSERA_CHECK(dsn_ != nullptr);  // bind() before training
   return *dsn_;
 }
 
-std::vector<torch::Tensor> DomainParallelHooks::private_parameters() const {
+std::vector<torch::Tensor> DomainTrainHooks::private_parameters() const {
   std::vector<torch::Tensor> p;
   for (int d : dsn().parts->owned())
     for (auto& t : dsn().parts->private_parameters(d)) p.push_back(t);
   return p;
 }
 
-void DomainParallelHooks::on_start(UNet& net) {
+void DomainTrainHooks::on_start(UNet& net) {
   TESSERA_CHECK(net.get() == dsn().unet.get());
-  broadcast_tensors(dsn().shared_parameters(), {&world_});
+  if (decomposition_ && net->options().padding != Padding::kSame)
+    throw Error("--sp " + std::to_string(spatial_.size()) +
+                ": spatial parallelism needs a `same`-padding U-Net (use --padding same)");
+  // World rank 0 to its blocks, then to its replicas, then to the other domain groups.
+  broadcast_tensors(dsn().shared_parameters(), {&spatial_, &data_, &domain_});
   std::vector<torch::Tensor> buffers = dsn().unet->buffers();
   for (auto& b : dsn().parts->recon->buffers()) buffers.push_back(b);
-  broadcast_tensors(buffers, {&world_});
-  broadcast_tensors(private_parameters(), {group_.get()});
+  broadcast_tensors(buffers, {&spatial_, &data_, &domain_});
+  broadcast_tensors(private_parameters(), {&spatial_, &data_});
 }
 
-void DomainParallelHooks::on_gradients(UNet& /*net*/) {
-  sum_gradients(dsn().shared_parameters(), {&world_});
-  sum_gradients(private_parameters(), {group_.get()});
+void DomainTrainHooks::on_gradients(UNet& /*net*/) {
+  sum_gradients(dsn().shared_parameters(), {&spatial_, &data_, &domain_});
+  sum_gradients(private_parameters(), {&spatial_, &data_});
+}
+
+void DomainTrainHooks::on_step(int64_t step, double loss) {
+  if (step_callback_) step_callback_(step, loss);
 }
 
 }  // namespace tessera::parallel

@@ -89,14 +89,17 @@ struct DsnOutputs {
   /// The shared encoder's output at every level ℓ = 0 … L−1 (the skips the task decoder
   /// consumes, then h_c): what the similarity loss aligns across domains.
   std::vector<torch::Tensor> levels;
-  torch::Tensor pooled;          ///< spatial means of the levels, concatenated (N, Σ_ℓ f·2^ℓ)
+  /// Spatial means of the levels, concatenated (N, Σ_ℓ f·2^ℓ). Under a DecompositionScope
+  /// (spatial parallelism) the whole tile's means, with this block's share of their gradient.
+  torch::Tensor pooled;
 };
 
 class DsnImpl : public torch::nn::Module {
  public:
   /// Validates both options (throws tessera::Error).
   DsnImpl(UNetOptions unet, DsnOptions dsn, std::vector<int> owned, uint64_t seed);
-  /// Cubic tiles (the trainer's); `task` = also run the U-Net decoder and head.
+  /// Cubic tiles (the trainer's); `task` = also run the U-Net decoder and head. Under a
+  /// DecompositionScope `x` is this rank's block of the tiles and so are the outputs.
   DsnOutputs forward(const torch::Tensor& x, int domain, bool task);
   /// Shared parameters: the U-Net's, the decoder's and the classifier's.
   std::vector<torch::Tensor> shared_parameters();

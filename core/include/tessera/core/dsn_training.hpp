@@ -5,9 +5,9 @@
 // checkpoints (the U-Net, every domain's private encoder, decoder and classifier, the
 // optimiser), resume, validation (of the task network on the source's holdout), early
 // stopping and reports — the step's line carries the four terms. Domain parallelism is a
-// placement (DomainPlacement, below; parallel/modes/domain_hooks.hpp implements it beside
-// TrainHooks): which domains' tiles and private encoders this process has; one process has
-// them all.
+// placement the hooks describe (train_hooks.hpp; parallel/modes/domain_hooks.hpp builds them
+// from the process grid's domain axis): which domains' tiles and private encoders this process
+// has; one process has them all.
 //
 // Exactness. The step's loss is the single-device DSN's sum over domains (dsn_spec.hpp), and
 // every term is a function of sums over the domains' global batches:
@@ -16,7 +16,7 @@
 //   - difference: G = Σ rows Ĥ_cᵀ Ĥ_p summed over the domain's replicas, ‖G / M‖²_F;
 //   - DANN: per level, Σ over samples and positions of CE(classifier(GRL(h)), d) / (D · B ·
 //     positions), averaged over the levels;
-//   - MMD: every domain's pooled codes gathered (placement.sum_all of a D × B × C buffer, each
+//   - MMD: every domain's pooled codes gathered (hooks.sum_domains of a D × B × C buffer, each
 //     process filling its own rows), the MMD² of the source against each target.
 // A process's own terms keep their graph and the others' enter as constants, so its backward
 // is its share of the gradient; the hooks' on_gradients SUMS the shares (shared parameters
@@ -24,6 +24,14 @@
 // from the stream seeded by seed + 7919·(d + 1), the global batch of batch × replicas tiles
 // as TrainHooks describe, so 1 process with batch P·b takes the steps of P replicas × b.
 // With accumulate > 1 the step's loss is the mean of its micro-batches' DSN losses.
+//
+// Spatial parallelism (hooks.tile_decomposition()): every tile is split into blocks, each process
+// runs the whole DSN on its block under the decomposition (halo exchanges, whole-tile norm
+// statistics) and every term above is first summed over the blocks: the task's statistics,
+// each sample's reconstruction error (its mean over the tile, then the squared deviations), G
+// and its row count, the DANN's cross-entropy sums and positions, the pooled codes' sums and
+// pixel counts (dsn.hpp) — again this block's part with its graph, the others' as constants,
+// the blocks' gradients summed by the hooks.
 //
 // A process that does not hold every private encoder (several domain groups) writes
 // checkpoints whose private encoders are gathered from their owners but that hold no
@@ -43,17 +51,6 @@
 
 namespace tessera {
 
-/// Where a DSN's domains are: the domains whose tiles and private encoders this process has,
-/// and a sum over every process of the run (what a loss term needs from the other domains).
-class DomainPlacement {
- public:
-  virtual ~DomainPlacement() = default;
-  /// The domains this process trains out of `total`, ascending.
-  virtual std::vector<int> domains(int total) const = 0;
-  /// In place: element-wise sum of a CPU tensor over every process (every domain and replica).
-  virtual void sum_all(torch::Tensor& t) = 0;
-};
-
 /// The checkpoint description's extra_model for `dsn`: {"kind": "dsn", "domains", "options"}.
 std::string dsn_extra_model(const DsnOptions& dsn);
 /// Reads it back; throws tessera::Error when it is not a DSN's.
@@ -67,13 +64,14 @@ void check_dsn_training(const UNetOptions& unet, const DsnOptions& dsn,
 
 /// Trains `dsn` in place on `domains` (index 0 the source with labels, the others targets:
 /// pairs with labels == nullptr) with the one trainer. `hooks` synchronise every part of the
-/// DSN (domain_hooks.hpp), `placement` says where its domains are (null: all here, sums over
-/// the hooks' replicas); `dsn`'s private encoders must be placement->domains()'. `meta` describes the U-Net (norm: the source's normalisation, used for
-/// every domain, as inference will); its extra_model is filled in. `validation`: the source's
-/// held-out pairs, scored with the task network. Otherwise as train(UNet&, …).
+/// DSN and say where its domains are (domain_hooks.hpp; null: one process, every domain);
+/// `dsn`'s private encoders must be hooks->domains()'. `meta` describes the U-Net (norm: the
+/// source's normalisation, used for every domain, as inference will); its extra_model is
+/// filled in. `validation`: the source's held-out pairs, scored with the task network.
+/// Otherwise as train(UNet&, …).
 TrainReport train(Dsn& dsn, const std::vector<std::vector<TrainingPair>>& domains, const TrainOptions& options,
-                  CheckpointMeta meta, TrainHooks* hooks = nullptr, DomainPlacement* placement = nullptr,
-                  const std::vector<TrainingPair>& validation = {}, TrainObserver* observer = nullptr);
+                  CheckpointMeta meta, TrainHooks* hooks = nullptr, const std::vector<TrainingPair>& validation = {},
+                  TrainObserver* observer = nullptr);
 
 /// A DSN checkpoint's every part: the U-Net and DsnParts of all domains.
 struct LoadedDsn {

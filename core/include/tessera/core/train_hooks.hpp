@@ -12,9 +12,21 @@
 // must SUM the shares (equivalently: average P × share). Then P replicas with batch b take
 // the same optimiser steps as one process with batch P · b, up to float rounding.
 // All hooks are called on the training thread only, in the same order on every replica.
+//
+// A model of several domains (a Domain Separation Network, dsn_training.hpp) runs its own
+// forward: the hooks say which domains this process trains (domain parallelism: each domain
+// group its own), sum what a loss term needs over every domain group (sum_domains), and with
+// spatial parallelism hand out this process's block of every tile and the decomposition to
+// run the forward under (core/decomposition.hpp). parallel/modes/domain_hooks.hpp implements
+// them from the process grid.
+#include <cstdint>
+#include <numeric>
 #include <optional>
+#include <vector>
 
 #include <torch/types.h>
+
+#include "tessera/core/decomposition.hpp"
 
 #include "tessera/core/losses.hpp"
 #include "tessera/core/train_observer.hpp"
@@ -58,6 +70,25 @@ class TrainHooks {
   virtual void on_gradients(UNet& /*net*/) {}
   /// After each step (progress, telemetry); `loss` is the global-batch loss or NaN.
   virtual void on_step(int64_t /*step*/, double /*loss*/) {}
+  /// Domain parallelism: the domains whose tiles this process draws out of `total`,
+  /// ascending; every one by default.
+  virtual std::vector<int> domains(int total) const {
+    std::vector<int> all(static_cast<size_t>(total));
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+  /// In place: element-wise sum of a CPU tensor over the replicas (sum()) and then over the
+  /// domain groups: what a loss term needs from the other domains. sum() by default.
+  virtual void sum_domains(torch::Tensor& t) { sum(t); }
+  /// Spatial parallelism for a model that runs its own forward: the decomposition this
+  /// process's blocks of every tile belong to (the model runs its forward under a
+  /// DecompositionScope of it and sums block statistics with its image_sum); null: whole tiles.
+  virtual const Decomposition* tile_decomposition() const { return nullptr; }
+  /// This process's block of `tiles`, whose spatial axes start at `first_axis` (blocks start
+  /// on multiples of `alignment`); the tiles themselves without a decomposition.
+  virtual torch::Tensor block(const torch::Tensor& tiles, int64_t /*first_axis*/, int64_t /*alignment*/) const {
+    return tiles;
+  }
   /// The last step's gradient communication (reported in its metrics line); none without one.
   virtual std::optional<StepCommunication> last_communication() const { return std::nullopt; }
 };

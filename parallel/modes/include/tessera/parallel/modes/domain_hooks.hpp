@@ -1,66 +1,88 @@
 #pragma once
 // Domain parallelism for a Domain Separation Network (core/dsn_training.hpp), after Tsaris &
-// Hinkle's Multi-DSN: a placement of the one trainer. The world's ranks form a domain axis of
-// G groups of R consecutive ranks (R = the data-parallel replicas inside a group); group g
-// trains the domains [⌊g·D/G⌋, ⌊(g+1)·D/G⌋) and builds only their private encoders, so a
-// rank's memory stays flat as domains are added. Each replica of a group draws its slice of
-// every one of its domains' global batch. Implements core's TrainHooks for the DSN bound to
-// it (bind), and its DomainPlacement:
+// Hinkle's Multi-DSN, as the domain axis of the process grid (process_grid.hpp): G domain
+// groups, group g training the domains [⌊g·D/G⌋, ⌊(g+1)·D/G⌋) and building only their private
+// encoders, so a rank's memory stays flat as domains are added. Inside a group the grid's other
+// axes compose: data replicas split every domain's global batch, and a spatial group splits
+// every tile into blocks (spatial.hpp; the DSN runs its forward on its block under the
+// decomposition). Implements core's TrainHooks for the DSN bound to it (bind):
 //   - domains(): this group's;
-//   - on_start: the shared parameters (U-Net, reconstruction decoder, domain classifier) from
-//     world rank 0, the private encoders from the group's first replica;
-//   - on_gradients: shared gradients SUMMED over the world (the single-device loss sums over
-//     domains), private gradients summed over the group's replicas;
-//   - sum over the group (the source's loss statistics, the difference statistics, validation),
-//     sum_all over the world (what a loss needs from other domains: MMD codes, reported terms,
-//     the private encoders a checkpoint gathers).
-// With G = 1 this is data parallelism of the whole DSN; with G = D one domain per group.
+//   - on_start: the shared parameters (U-Net, reconstruction decoder, domain classifier) and
+//     buffers from world rank 0, the private encoders from the group's first rank;
+//   - on_gradients: shared gradients SUMMED over the spatial, data and domain axes (the
+//     single-device loss sums over blocks, samples and domains), private gradients over the
+//     spatial and data axes (their group's ranks);
+//   - sum over the data group (the source's loss statistics, the difference statistics,
+//     validation), sum_domains over the data and domain groups (what a loss needs from other
+//     domains: MMD codes, reported terms, the private encoders a checkpoint gathers);
+//   - tile_decomposition() and block(): the spatial group's blocks of every tile.
+// With G = 1 this is data (× spatial) parallelism of the whole DSN; with G = D one domain per
+// group. Pipeline stages are refused: the DSN is not one layer sequence (its shared and private
+// encoders run side by side on the same tile, two decoders and a classifier on every level read
+// their codes), so a stage cut would need branch-aware stages (engine/src/train/dsn.cpp says so).
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "tessera/core/dsn_training.hpp"
+#include "tessera/core/dsn.hpp"
 #include "tessera/core/train_hooks.hpp"
-#include "tessera/parallel/comm/communicator.hpp"
+#include "tessera/parallel/comm/process_grid.hpp"
+#include "tessera/parallel/modes/spatial.hpp"
 
 namespace tessera::parallel {
 
 /// The domains group `group` of `groups` trains out of `domains`, ascending.
 std::vector<int> domains_of_group(int group, int groups, int domains);
 
-/// Groups for `ranks` ranks and `domains` domains: with `replicas` > 0, ranks / replicas
-/// (throws tessera::Error unless it divides the ranks and is at most the domains); with 0,
-/// the largest divisor of the ranks that is at most the domains.
+/// Groups for `ranks` ranks (the world over pipeline × spatial) and `domains` domains: with
+/// `replicas` > 0, ranks / replicas (throws tessera::Error unless it divides the ranks and is at
+/// most the domains); with 0, the largest divisor of the ranks that is at most the domains.
 int domain_groups(int ranks, int domains, int replicas);
 
-class DomainParallelHooks : public TrainHooks, public DomainPlacement {
+struct DomainHookOptions {
+  bool writes_outputs = true;  ///< set on exactly one rank (world rank 0)
+  DomainHookOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
+};
+
+class DomainTrainHooks : public TrainHooks {
  public:
-  /// Collective over `world` (splits it). `groups` must divide world.size() and be <= domains.
-  DomainParallelHooks(Communicator& world, int groups, int domains);
-  ~DomainParallelHooks() override;
+  /// `grid`'s domain, data and spatial groups (not owned, must outlive the hooks; its pipeline
+  /// axis must be 1 and its domain axis at most `domains`); `mesh`: the blocks of every tile
+  /// (mesh.size() == the spatial axis; only used when it is > 1).
+  DomainTrainHooks(const ProcessGrid& grid, int domains, SpatialMesh mesh, DomainHookOptions options = {});
+  ~DomainTrainHooks() override;
   /// The DSN these hooks synchronise (not owned; built with domains(D)'s private encoders),
   /// before training starts.
   void bind(DsnImpl& dsn) { dsn_ = &dsn; }
 
   std::vector<int> domains(int total) const override;
-  int replica() const override;
-  int replicas() const override;
-  bool writes_outputs() const override { return world_.rank() == 0; }
+  int replica() const override { return data_.rank(); }
+  int replicas() const override { return data_.size(); }
+  bool writes_outputs() const override { return options_.writes_outputs; }
   void sum(torch::Tensor& t) override;
-  void sum_all(torch::Tensor& t) override;
+  void sum_domains(torch::Tensor& t) override;
+  const Decomposition* tile_decomposition() const override { return decomposition_.get(); }
+  torch::Tensor block(const torch::Tensor& tiles, int64_t first_axis, int64_t alignment) const override;
   void on_start(UNet& net) override;
   void on_gradients(UNet& net) override;
+  void on_step(int64_t step, double loss) override;
 
-  int group() const { return group_index_; }
-  int groups() const { return groups_; }
+  void set_step_callback(std::function<void(int64_t, double)> fn) { step_callback_ = std::move(fn); }
+  int group() const { return domain_.rank(); }
+  int groups() const { return domain_.size(); }
 
  protected:
   DsnImpl& dsn() const;
+  std::vector<torch::Tensor> private_parameters() const;
 
  private:
-  std::vector<torch::Tensor> private_parameters() const;
-  Communicator& world_;
-  int groups_, domains_, group_index_;
-  std::unique_ptr<Communicator> group_;  // this rank's group: the replicas of its domains
+  Communicator& domain_;
+  Communicator& data_;
+  Communicator& spatial_;
+  int domains_;
+  DomainHookOptions options_;
+  std::unique_ptr<SpatialDecomposition> decomposition_;  // with a spatial axis > 1
+  std::function<void(int64_t, double)> step_callback_;
   DsnImpl* dsn_ = nullptr;
 };
 
