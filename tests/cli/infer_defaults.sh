@@ -98,10 +98,13 @@ check volume40 "tile 40 (auto: whole image, 40³ rounded up to 4" 120 \
   --model unet3d-tiny --init random --classes 3 --input "$W/ct/ct.nii.gz" --output "$W/o40.nii.gz"
 check slice "tile 4×80×96 (auto: whole image, 1×80×96 rounded up to 4" 120 \
   --model unet3d-tiny --init random --classes 3 --input "$W/slice.nii" --output "$W/oslice.nii.gz"
+# 2-D: --mode auto may stream these (its choice checked below); the tile choice itself under --mode tile.
 check pixel "tile 8 (auto: whole image, 1² rounded up to 8" 120 \
-  --model unet-tiny --init random --input "$W/one.tif" --output "$W/o1.tif"
+  --model unet-tiny --init random --input "$W/one.tif" --output "$W/o1.tif" --mode tile
 check raster300 "tile 304 (auto: whole image, 300² rounded up to 8" 120 \
-  --model unet-tiny --init random --input "$W/sc/scene.tif" --output "$W/o300.tif"
+  --model unet-tiny --init random --input "$W/sc/scene.tif" --output "$W/o300.tif" --mode tile
+check auto300 "(auto: predicted " 120 \
+  --model unet-tiny --init random --input "$W/sc/scene.tif" --output "$W/oauto300.tif"
 
 echo "== explicit --tile larger than the image: clamped, and said so"
 check clamped "tile 40 (--tile 512 clamped to the image, 40³ rounded up to 4)" 120 \
@@ -117,7 +120,11 @@ check budget "auto: largest fitting the $budget MiB budget" 180 \
   --mode tile
 grep -q ': [2-9][0-9]* tiles\|: 1[0-9][0-9]* tiles' "$W/budget.out" && pass "the budget splits the 300² raster" \
   || fail "the budget did not split the raster: $(cat "$W/budget.out")"
-# Same labels (the GeoTIFF bytes may differ with the write order of the tiles).
+# Same labels (the GeoTIFF bytes may differ with the write order of the tiles), also from --mode auto.
+"$T" eval --pred "$W/oauto300.tif" --truth "$W/o300.tif" --json > "$W/same_auto.json" 2>&1
+/usr/bin/python3 -c 'import json,sys; d=[c["dice"] for c in json.load(open(sys.argv[1]))["classes"] if c["truth_pixels"]>0]; sys.exit(0 if len(d)>1 and min(d)==1.0 else 1)' "$W/same_auto.json" \
+  && pass "--mode auto (its choice) gives the tiles' labels" \
+  || fail "--mode auto changes the labels: $(head -c 300 "$W/same_auto.json")"
 "$T" eval --pred "$W/obudget.tif" --truth "$W/o300.tif" --json > "$W/same.json" 2>&1
 /usr/bin/python3 -c 'import json,sys; d=[c["dice"] for c in json.load(open(sys.argv[1]))["classes"] if c["truth_pixels"]>0]; sys.exit(0 if len(d)>1 and min(d)==1.0 else 1)' "$W/same.json" \
   && pass "the budget's smaller tiles give the same labels" \

@@ -214,6 +214,7 @@ TEST(ConfigKeys, AnUnknownKeyFailsWithFileLineAndTheClosestKey) {
 // A flag for each config key `tessera train` takes on its command line, and a value for it.
 const std::vector<std::pair<std::string, std::string>> kTrainFlagValues = {
     {"run_dir", "/tmp/somewhere"},  {"train.steps", "7"},         {"train.tile", "32"},
+    {"train.steps_per_epoch", "11"},
     {"train.batch", "3"},           {"train.learning_rate", "0.25"}, {"train.seed", "9"},
     {"train.warmup_steps", "5"},    {"parallel.dp", "2"},         {"parallel.pp", "2"},
     {"parallel.sp", "3"},           {"parallel.sp_mesh", "3x1"},  {"model.padding", "same"},
