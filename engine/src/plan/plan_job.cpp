@@ -131,7 +131,13 @@ PlanResult plan_layout(const PlanJobOptions& o) {
   const fs::path path = calibration_path(o.calibration);
   const ModelCalibration cal = apply_calibration(o, path, r);
   if (!o.cluster.empty()) apply_cluster(o, cal, path, r);
-  if (!o.infer) r.grid = parallel::plan_grid(r.options, o.domains);
+  if (!o.infer) {
+    try {
+      r.grid = parallel::plan_grid(r.options, o.domains);
+    } catch (const Error&) {
+      if (o.domains > 1) throw;  // one domain: the layout below is the plan, and says what fits or why not
+    }
+  }
   // With domains, the layout of one domain's image on its own devices (the grid's DSN terms aside).
   parallel::PlanOptions per_domain = r.options;
   per_domain.devices = o.devices / o.domains;

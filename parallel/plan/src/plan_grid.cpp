@@ -177,9 +177,12 @@ void explain(const PlanOptions& o, GridPlan& plan) {
                                      c.pass_seconds, c.steps, c.step_seconds, gib(double(c.rank_bytes)),
                                      gib(double(o.device_memory_bytes))));
   if (c.domains > 1)
-    plan.reasons.push_back(fmt::format("domains: {} groups of {} devices, each on its own image; every rank also holds "
+    plan.reasons.push_back(fmt::format("domains: {} groups of {} devices, each on its own image{}; every rank also holds "
                                        "its domain's private encoder, the reconstruction decoder and the classifier",
-                                       c.domains, o.devices / c.domains));
+                                       c.domains, o.devices / c.domains,
+                                       o.devices % c.domains ? fmt::format(" ({} of the {} devices left idle: the groups are equal)",
+                                                                           o.devices % c.domains, o.devices)
+                                                             : ""));
 }
 
 }  // namespace
