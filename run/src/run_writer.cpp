@@ -139,8 +139,10 @@ void RunWriter::on_begin(std::optional<int64_t> resumed_from) {
   fs::create_directories(checkpoints, ec);
   if (ec) throw Error(checkpoints + ": cannot create the folder: " + ec.message());
   const std::string path = layout_.metrics();
+  // A resumed run keeps the lines up to its step; a fresh one starts the file anew (a run
+  // directory used again must not mix an earlier run's steps and validations into this one's).
   if (resumed_from) truncate_metrics(path, *resumed_from);
-  metrics_.open(path, std::ios::app);
+  metrics_.open(path, resumed_from ? std::ios::app : std::ios::trunc);
   if (!metrics_) throw Error(path + ": cannot open for writing");
 }
 

@@ -41,11 +41,16 @@ RunConfig base_config(const TrainCommandLine& l, TrainRequest& r) {
 bool set_folds(const TrainCommandLine& l, RunConfig& c) {
   if (l.fold.empty() && l.folds == 0) return false;
   if (c.data.dataset.empty()) throw Error("--fold: needs data.dataset (or --dataset DIR): folds split a dataset's cases");
-  if (l.folds < 0) throw Error("--folds " + std::to_string(l.folds) + ": expected 2 or more");
+  if (l.folds < 0 || l.folds == 1) throw Error("--folds " + std::to_string(l.folds) + ": expected 2 or more");
   c.data.folds = l.folds > 0 ? l.folds : c.data.folds > 0 ? c.data.folds : kDefaultFolds;
-  if (l.fold == "all" || l.fold.empty()) {
+  if (l.fold.empty()) {  // --folds alone: data.fold as configured
+    if (c.data.fold < 0 || c.data.fold >= c.data.folds)
+      throw Error(fmt::format("--folds {}: data.fold {} is outside 0 … {}", c.data.folds, c.data.fold, c.data.folds - 1));
+    return false;
+  }
+  if (l.fold == "all") {
     c.data.fold = 0;
-    return l.fold == "all";
+    return true;
   }
   try {
     size_t used = 0;
@@ -72,16 +77,25 @@ FoldResult read_fold(int fold, const std::string& run_dir) {
   return r;
 }
 
+// The mean Dice over the folds that validated (a fold with no validation is left out); -1 if none did.
+double mean_over_folds(const std::vector<FoldResult>& folds) {
+  double sum = 0;
+  int n = 0;
+  for (const FoldResult& f : folds)
+    if (f.mean_dice >= 0) sum += f.mean_dice, ++n;
+  return n > 0 ? sum / n : -1;
+}
+
 nlohmann::json folds_json(const std::vector<FoldResult>& folds, const std::vector<std::string>& names) {
   nlohmann::json list = nlohmann::json::array();
-  double sum = 0;
+  const auto dice_or_null = [](double d) { return d >= 0 ? nlohmann::json(d) : nlohmann::json(); };
   for (const FoldResult& f : folds) {
     nlohmann::json dice = nlohmann::json::array();
     for (const auto& d : f.class_dice) dice.push_back(d ? nlohmann::json(*d) : nlohmann::json());
-    list.push_back({{"fold", f.fold}, {"run_dir", f.run_dir}, {"step", f.step}, {"val_mean_dice", f.mean_dice}, {"val_dice", dice}});
-    sum += f.mean_dice;
+    list.push_back({{"fold", f.fold}, {"run_dir", f.run_dir}, {"step", f.step}, {"val_mean_dice", dice_or_null(f.mean_dice)},
+                    {"val_dice", dice}});
   }
-  return {{"folds", list}, {"class_names", names}, {"mean_dice", folds.empty() ? 0.0 : sum / double(folds.size())}};
+  return {{"folds", list}, {"class_names", names}, {"mean_dice", dice_or_null(mean_over_folds(folds))}};
 }
 
 // Every fold in RUN/fold-K, then the summary (rank 0).
@@ -110,16 +124,23 @@ std::string describe_folds(const std::vector<FoldResult>& folds, const std::vect
   std::string s = "fold  step  mean Dice";
   for (size_t k = 1; k < names.size(); ++k) s += "  " + names[k];
   s += "\n";
-  double sum = 0;
+  int validated = 0;
   for (const FoldResult& f : folds) {
-    s += fmt::format("{:>4}  {:>4}  {:>9.4f}", f.fold, f.step, f.mean_dice);
+    s += f.mean_dice >= 0 ? fmt::format("{:>4}  {:>4}  {:>9.4f}", f.fold, f.step, f.mean_dice)
+                          : fmt::format("{:>4}  {:>4}  {:>9}", f.fold, "-", "no val");
+    validated += f.mean_dice >= 0;
     for (size_t k = 1; k < names.size(); ++k)
       s += k < f.class_dice.size() && f.class_dice[k] ? fmt::format("  {:>{}.4f}", *f.class_dice[k], names[k].size())
                                                       : fmt::format("  {:>{}}", "-", names[k].size());
     s += "\n";
-    sum += f.mean_dice;
   }
-  s += fmt::format("mean over {} folds: {:.4f}\n", folds.size(), folds.empty() ? 0.0 : sum / double(folds.size()));
+  const double mean = mean_over_folds(folds);
+  if (mean < 0)
+    s += fmt::format("mean over folds: none of the {} validated\n", folds.size());
+  else if (size_t(validated) == folds.size())
+    s += fmt::format("mean over {} folds: {:.4f}\n", folds.size(), mean);
+  else
+    s += fmt::format("mean over the {} of {} folds that validated: {:.4f}\n", validated, folds.size(), mean);
   return s;
 }
 
@@ -129,6 +150,8 @@ void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::fun
   RunConfig c = base_config(l, r);
   apply_flags(c);
   const bool every_fold = set_folds(l, c);
+  if (every_fold && !r.resume.empty() && r.resume != "auto")
+    throw Error("--resume " + r.resume + ": with --fold all each fold resumes from its own RUN/fold-K (--resume auto)");
   if (!l.time_budget.empty() && !l.auto_plan) throw Error("--time-budget " + l.time_budget + ": only with --auto");
   if (l.auto_plan) {
     AutoRequest a;

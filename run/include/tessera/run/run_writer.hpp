@@ -31,8 +31,8 @@ class RunWriter final : public TrainObserver {
   explicit RunWriter(std::string run_dir) : layout_(std::move(run_dir)) {}
   const RunLayout& layout() const { return layout_; }
 
-  /// Creates RUN/checkpoints/, truncates metrics.jsonl after `resumed_from`, opens it for
-  /// appending. Throws tessera::Error naming the file.
+  /// Creates RUN/checkpoints/; resumed, truncates metrics.jsonl after `resumed_from` and appends,
+  /// fresh (nullopt), starts metrics.jsonl empty. Throws tessera::Error naming the file.
   void on_begin(std::optional<int64_t> resumed_from) override;
   void on_step(const StepMetrics& m) override;
   void on_validation(const ValidationMetrics& m) override;
