@@ -82,8 +82,8 @@ fs::path config_path(const BenchComposeOptions& o) { return fs::path(o.work_dir)
 
 UNetOptions bench_model() { return unet_preset("unet-tiny").with_padding(Padding::kSame).with_norm(Norm::kGroup).with_classes(4); }
 
-// The one configuration every layout trains (SGD: the stage model counts Adam's moments, an
-// upper bound; the measurement is what train holds).
+// The one configuration every layout trains (Adam: the stage model counts its two moments per
+// parameter; the measurement is what train holds).
 void write_config(const BenchComposeOptions& o, const std::string& scene) {
   fs::create_directories(config_path(o).parent_path());
   std::ofstream y(config_path(o));

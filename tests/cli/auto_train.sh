@@ -79,10 +79,15 @@ PY
 for k in 0 1 2; do [ -s "$W/run-folds/fold-$k/checkpoints/last.pt" ] || fail "fold $k left no checkpoint"; done
 
 # Bad values: one line naming the flag.
-for bad in "--time-budget 5x" "--fold 7 --folds 3" "--fold two"; do
+for bad in "--time-budget 5x" "--fold 7 --folds 3" "--fold two" "--folds 1" "--resume x.pt --fold all"; do
   # shellcheck disable=SC2086
   train bad --auto --dataset msd --run-dir run-bad $bad && fail "$bad: accepted"
   [ "$(wc -l < "$W/bad.log")" -eq 1 ] && grep -q -- "${bad%% *}" "$W/bad.log" || fail "$bad: $(cat "$W/bad.log")"
+done
+for bad in "--device-memory 2" "--auto --device-memory -1"; do
+  # shellcheck disable=SC2086
+  train bad --dataset msd --run-dir run-bad $bad && fail "$bad: accepted"
+  [ "$(wc -l < "$W/bad.log")" -eq 1 ] && grep -q -- "--device-memory" "$W/bad.log" || fail "$bad: $(cat "$W/bad.log")"
 done
 [ ! -e "$W/run-bad" ] || fail "a refused run left run-bad behind"
 echo "auto_train: plan applied, flags and the file win, steps from the budget, folds summarised"

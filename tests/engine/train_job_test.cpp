@@ -2,7 +2,9 @@
 // naming the key, before any image is opened (the images these configs name do not exist,
 // so a refusal that came after opening would name the missing file instead).
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -82,6 +84,24 @@ TEST(ResolvedConfig, DataPathsAreAbsoluteAndRelativeToTheConfigFile) {
   RunConfig plain = read_run_config(ConfigFile::parse("data: {pairs: [{image: a.tif, labels: b.tif}]}\n", "cfg/y.yaml"));
   absolute_data_paths(plain, "cfg/y.yaml");
   EXPECT_EQ(plain.data.pairs[0].image, (std::filesystem::current_path() / "cfg/a.tif").string());
+}
+
+
+// The folds' summary: a fold that validated nothing is shown as such and left out of the mean
+// (it used to enter as -1 and pull the mean down).
+TEST(FoldSummary, AFoldThatValidatedNothingIsLeftOutOfTheMean) {
+  const std::vector<std::string> names{"background", "liver"};
+  FoldResult a{0, "r/fold-0", 0.8, {std::nullopt, 0.8}, 10};
+  FoldResult b{1, "r/fold-1", 0.6, {std::nullopt, 0.6}, 10};
+  FoldResult none{2, "r/fold-2", -1, {}, 0};
+  const std::string both = describe_folds({a, b}, names);
+  EXPECT_NE(both.find("mean over 2 folds: 0.7000"), std::string::npos) << both;
+  const std::string with_none = describe_folds({a, b, none}, names);
+  EXPECT_NE(with_none.find("mean over the 2 of 3 folds that validated: 0.7000"), std::string::npos) << with_none;
+  EXPECT_NE(with_none.find("no val"), std::string::npos) << with_none;
+  EXPECT_EQ(with_none.find("-1"), std::string::npos) << with_none;
+  const std::string nothing = describe_folds({none}, names);
+  EXPECT_NE(nothing.find("none of the 1 validated"), std::string::npos) << nothing;
 }
 
 }  // namespace

@@ -153,6 +153,9 @@ void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::fun
   if (every_fold && !r.resume.empty() && r.resume != "auto")
     throw Error("--resume " + r.resume + ": with --fold all each fold resumes from its own RUN/fold-K (--resume auto)");
   if (!l.time_budget.empty() && !l.auto_plan) throw Error("--time-budget " + l.time_budget + ": only with --auto");
+  if (l.device_memory_gib != 0 && !l.auto_plan)
+    throw Error(fmt::format("--device-memory {}: only with --auto (the plan sizes to it)", l.device_memory_gib));
+  if (l.device_memory_gib < 0) throw Error(fmt::format("--device-memory {}: expected GiB > 0", l.device_memory_gib));
   if (l.auto_plan) {
     AutoRequest a;
     a.device_memory_gib = l.device_memory_gib;
