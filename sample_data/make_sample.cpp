@@ -11,7 +11,7 @@
 // scanner) in imagesTs/ct_test_000.nii.gz, and dataset.json naming the classes.
 // --msd DIR --hard writes a harder dataset instead (ct_cases.hpp): --cases training cases and
 // --test-cases held-out ones (imagesTs, with their labels in labelsTs for evaluation), every
-// one another patient, scanner, spacing (anisotropic from the second) and orientation.
+// one another patient, scanner, spacing (a slice-to-pixel ratio drawn per case) and orientation.
 // One summary line per file written; on failure one line naming the file, exit status 1.
 #include <algorithm>
 #include <chrono>
@@ -339,6 +339,11 @@ int main(int argc, char** argv) {
 
   try {
     options.validate();
+    // The hard dataset draws every case's spacing and counts its cases itself.
+    for (const char* flag : {"--ct-spacing", "--targets"})
+      if (options.hard && app.count(flag) > 0)
+        throw Error(std::string(flag) + ": has no effect with --hard (each case draws its spacing; --cases and "
+                    "--test-cases count the cases)");
     for (const std::string& dir : {options.out_dir, options.msd_dir}) {
       std::error_code ec;
       if (!dir.empty()) fs::create_directories(dir, ec);

@@ -107,4 +107,10 @@ printf 'data: {pairs: [{image: a/imagesTr/case_000.nii.gz, labels: roads.geojson
 [ "$(wc -l < "$W/refused.log")" -eq 1 ] && grep -q -- "--hard: needs --msd" "$W/refused.log" || fail "--hard alone: $(cat "$W/refused.log")"
 "$GEN" --msd "$W/mr" --hard --msd-modality MR > "$W/mr.log" 2>&1 && fail "--hard with MR: accepted"
 [ "$(wc -l < "$W/mr.log")" -eq 1 ] && grep -q -- "--hard: CT only" "$W/mr.log" || fail "--hard MR: $(cat "$W/mr.log")"
+for flag in "--ct-spacing 1 2" "--targets 2"; do
+  # shellcheck disable=SC2086
+  "$GEN" --msd "$W/ignored" --hard $flag > "$W/ignored.log" 2>&1 && fail "--hard $flag: accepted (it has no effect)"
+  [ "$(wc -l < "$W/ignored.log")" -eq 1 ] && grep -q -- "${flag%% *}: has no effect with --hard" "$W/ignored.log" ||
+    fail "--hard $flag: $(cat "$W/ignored.log")"
+done
 echo "hard_dataset: deterministic, per-case spacing and orientation, plan spacing as by hand"
