@@ -50,6 +50,23 @@ torch::Tensor spatial_mean(const torch::Tensor& t) {
   return (sums + (blocks->image_sum(mine) - mine)) / pixels;
 }
 
+// The shared encoder's levels [first, last] on `x`, level first's input (level first − 1's last
+// activation; the network input for level 0): the U-Net's layers from the pool into level
+// `first` to level `last`'s last activation, as UNetImpl::encode runs them all.
+torch::Tensor shared_levels(UNetImpl& unet, int first, int last, torch::Tensor x, std::map<int, torch::Tensor>& skips) {
+  TESSERA_CHECK(0 <= first && first <= last && last < unet.options().levels);
+  const LayerSequence seq = unet_layer_sequence(unet.options(), first == 0 ? x.size(2) : x.size(2) << (first - 1));
+  int from = -1, to = -1;
+  for (int i = 0; i < seq.size(); ++i) {
+    const Layer& l = seq.layers[static_cast<size_t>(i)];
+    if (l.kind == LayerKind::kUp || l.kind == LayerKind::kHead) break;  // the encoder ends at the code
+    if (l.level == first && from < 0) from = i;
+    if (l.level == last) to = i;
+  }
+  std::vector<LayerModules> modules = find_layer_modules(unet, seq, from, to);
+  return run_layers(seq, from, to, modules, std::move(x), {}, skips);
+}
+
 }  // namespace
 
 PrivateEncoderImpl::PrivateEncoderImpl(const UNetOptions& unet, const DsnOptions& dsn) {
@@ -60,10 +77,13 @@ PrivateEncoderImpl::PrivateEncoderImpl(const UNetOptions& unet, const DsnOptions
                                 part_filters(unet, dsn.private_filters, l)))));
 }
 
-torch::Tensor PrivateEncoderImpl::forward(torch::Tensor x) {
-  for (size_t l = 0; l < blocks_.size(); ++l) {
+torch::Tensor PrivateEncoderImpl::forward(torch::Tensor x) { return forward_levels(0, int(blocks_.size()) - 1, x); }
+
+torch::Tensor PrivateEncoderImpl::forward_levels(int first, int last, torch::Tensor x) {
+  TESSERA_CHECK(0 <= first && first <= last && last < int(blocks_.size()));
+  for (int l = first; l <= last; ++l) {
     if (l > 0) x = max_pool2x(x);
-    x = blocks_[l]->forward(x);
+    x = blocks_[size_t(l)]->forward(x);
   }
   return x;
 }
@@ -146,25 +166,41 @@ void DsnImpl::use_channels_last() {
   channels_last_ = true;
 }
 
-DsnOutputs DsnImpl::forward(const torch::Tensor& input, int domain, bool task) {
+DsnCodes DsnImpl::start(const torch::Tensor& input) const {
   const int dims = unet->options().dims;
-  const torch::Tensor x =
-      channels_last_ ? input.contiguous(dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d)
-                     : input;
+  DsnCodes codes;
+  codes.shared = channels_last_ ? input.contiguous(dims == 2 ? at::MemoryFormat::ChannelsLast
+                                                             : at::MemoryFormat::ChannelsLast3d)
+                                : input;
+  codes.private_code = codes.shared;
+  return codes;
+}
+
+void DsnImpl::encode_levels(int first, int last, DsnCodes& codes, int domain) {
+  codes.shared = shared_levels(*unet, first, last, codes.shared, codes.skips);
+  codes.private_code = parts->private_encoder(domain)->forward_levels(first, last, codes.private_code);
+}
+
+DsnOutputs DsnImpl::heads(DsnCodes codes, bool task) {
   DsnOutputs out;
-  std::map<int, torch::Tensor> skips;
-  out.shared_code = unet->encode(x, skips);
-  out.private_code = parts->private_encoder(domain)->forward(x);
+  out.shared_code = codes.shared;
+  out.private_code = codes.private_code;
   out.reconstruction = parts->recon->forward(out.shared_code + out.private_code);
-  if (task) out.logits = unet->decode(out.shared_code, skips);
+  if (task) out.logits = unet->decode(out.shared_code, codes.skips);
   // Levels by side: the skips from the finest (level 0) down, then the code.
-  for (const auto& [e, t] : skips) out.levels.push_back(t);
+  for (const auto& [e, t] : codes.skips) out.levels.push_back(t);
   std::sort(out.levels.begin(), out.levels.end(), [](const torch::Tensor& a, const torch::Tensor& b) { return a.size(2) > b.size(2); });
   out.levels.push_back(out.shared_code);
   std::vector<torch::Tensor> means;
   for (const auto& t : out.levels) means.push_back(spatial_mean(t));
   out.pooled = torch::cat(means, 1);
   return out;
+}
+
+DsnOutputs DsnImpl::forward(const torch::Tensor& input, int domain, bool task) {
+  DsnCodes codes = start(input);
+  encode_levels(0, unet->options().levels - 1, codes, domain);
+  return heads(std::move(codes), task);
 }
 
 std::vector<torch::Tensor> DsnImpl::shared_parameters() {

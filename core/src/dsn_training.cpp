@@ -11,6 +11,7 @@
 #include "tessera/core/decomposition.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
+#include "tessera/core/staged_work.hpp"
 #include "train_model.hpp"
 
 namespace tessera {
@@ -86,6 +87,8 @@ torch::Tensor tile_simse(const torch::Tensor& x, const torch::Tensor& reconstruc
   return over_blocks((d - mean.unsqueeze(1)).square().sum(1), blocks) / k;
 }
 
+class DsnStages;
+
 // The DSN and its loss terms for the one trainer (train_model.hpp).
 class DsnModel : public detail::TrainModel {
  public:
@@ -122,9 +125,14 @@ class DsnModel : public detail::TrainModel {
   }
 
  private:
-  // What one domain's batch adds to the step's loss (its terms into `reported`).
+  friend class DsnStages;
+  // What one domain's batch adds to the step's loss (its terms into `reported`): the forward,
+  // then domain_terms on its outputs (`input`: this process's block of the batch).
   torch::Tensor domain_loss(const detail::Sample& s, int domain, const TrainOptions& o, TrainHooks& hooks,
                             double lambda, torch::Tensor& reported, std::vector<torch::Tensor>& pooled);
+  torch::Tensor domain_terms(const DsnOutputs& out, const torch::Tensor& input, const detail::Sample& s, int domain,
+                             const TrainOptions& o, TrainHooks& hooks, double lambda, torch::Tensor& reported,
+                             std::vector<torch::Tensor>& pooled);
   torch::Tensor dann_loss(const DsnOutputs& out, int domain, double global_batch, double lambda,
                           const Decomposition* blocks);
   torch::Tensor gathered_mmd(const std::vector<torch::Tensor>& pooled, const TrainOptions& o, TrainHooks& hooks);
@@ -157,17 +165,24 @@ torch::Tensor DsnModel::dann_loss(const DsnOutputs& out, int domain, double glob
 
 torch::Tensor DsnModel::domain_loss(const detail::Sample& s, int d, const TrainOptions& options, TrainHooks& hooks,
                                     double lambda, torch::Tensor& reported, std::vector<torch::Tensor>& pooled) {
-  const DsnOptions& o = dsn_->options();
-  const double global_batch = double(options.batch) * hooks.replicas();
   const Decomposition* blocks = hooks.tile_decomposition();
-  const int64_t alignment = unet_alignment(dsn_->unet->options());
-  const torch::Tensor input = hooks.block(s.input, 2, alignment);
+  const torch::Tensor input = hooks.block(s.input, 2, unet_alignment(dsn_->unet->options()));
   DsnOutputs out;
   {
     std::optional<DecompositionScope> scope;
     if (blocks) scope.emplace(*blocks);
     out = dsn_->forward(input, d, /*task=*/d == 0);
   }
+  return domain_terms(out, input, s, d, options, hooks, lambda, reported, pooled);
+}
+
+torch::Tensor DsnModel::domain_terms(const DsnOutputs& out, const torch::Tensor& input, const detail::Sample& s, int d,
+                                     const TrainOptions& options, TrainHooks& hooks, double lambda,
+                                     torch::Tensor& reported, std::vector<torch::Tensor>& pooled) {
+  const DsnOptions& o = dsn_->options();
+  const double global_batch = double(options.batch) * hooks.replicas();
+  const Decomposition* blocks = hooks.tile_decomposition();
+  const int64_t alignment = unet_alignment(dsn_->unet->options());
   torch::Tensor total = torch::zeros({}, torch::kFloat);
   if (d == 0) {  // the source's task loss over its global batch
     const detail::ModelLoss task =
@@ -196,25 +211,100 @@ torch::Tensor DsnModel::domain_loss(const detail::Sample& s, int d, const TrainO
   return total;
 }
 
+// The DSN as a chain for pipeline stages (staged_work.hpp): layer ℓ < L is encoder level ℓ of
+// the shared and the domain's private encoder, layer L the heads and every loss term. The
+// micro-batches are the domains this process trains, each its whole batch (the difference
+// loss is a function of a domain's whole batch, so it does not split further). A boundary
+// carries the shared code, the private code, the skip indices (as floats) and the skips.
+class DsnStages final : public StagedWork {
+ public:
+  DsnStages(DsnModel& model, std::vector<detail::Sample>& samples, const TrainOptions& options, TrainHooks& hooks,
+            double lambda, double share, torch::Tensor& reported)
+      : model_(model), samples_(samples), options_(options), hooks_(hooks), lambda_(lambda), share_(share),
+        reported_(reported) {}
+  int layers() const override { return model_.dsn_->unet->options().levels + 1; }
+  int micro_batches() const override { return int(model_.local_.size()); }
+  torch::Tensor& report() override { return reported_; }
+
+  TensorBundle forward(int m, int first, int last, TensorBundle in) override {
+    Dsn& dsn = model_.dsn_;
+    std::optional<DecompositionScope> scope;
+    if (const Decomposition* blocks = hooks_.tile_decomposition()) scope.emplace(*blocks);
+    DsnCodes codes = first == 0 ? dsn->start(input(m)) : unpack(std::move(in));
+    dsn->encode_levels(first, last, codes, model_.local_[size_t(m)]);
+    return pack(std::move(codes));
+  }
+
+  torch::Tensor finish(int m, TensorBundle in, bool report) override {
+    const int d = model_.local_[size_t(m)];
+    DsnOutputs out;
+    {
+      std::optional<DecompositionScope> scope;
+      if (const Decomposition* blocks = hooks_.tile_decomposition()) scope.emplace(*blocks);
+      out = model_.dsn_->heads(unpack(std::move(in)), /*task=*/d == 0);
+    }
+    torch::Tensor scratch = torch::zeros_like(reported_);
+    std::vector<torch::Tensor> pooled(size_t(model_.total_));  // DANN only: no MMD codes
+    return share_ * model_.domain_terms(out, input(m), samples_[size_t(m)], d, options_, hooks_, lambda_,
+                                        report ? reported_ : scratch, pooled);
+  }
+
+ private:
+  torch::Tensor input(int m) const {
+    return hooks_.block(samples_[size_t(m)].input, 2, unet_alignment(model_.dsn_->unet->options()));
+  }
+  static TensorBundle pack(DsnCodes codes) {
+    TensorBundle b{codes.shared, codes.private_code};
+    std::vector<float> keys;
+    for (const auto& [e, t] : codes.skips) keys.push_back(float(e));
+    b.push_back(torch::tensor(keys, torch::kFloat));
+    for (auto& [e, t] : codes.skips) b.push_back(t);
+    return b;
+  }
+  static DsnCodes unpack(TensorBundle b) {
+    TESSERA_CHECK(b.size() >= 3 && b.size() == 3 + size_t(b[2].numel()));
+    DsnCodes codes{b[0], b[1], {}};
+    for (int64_t i = 0; i < b[2].numel(); ++i) codes.skips[int(b[2][i].item<float>())] = b[3 + size_t(i)];
+    return codes;
+  }
+
+  DsnModel& model_;
+  std::vector<detail::Sample>& samples_;
+  const TrainOptions& options_;
+  TrainHooks& hooks_;
+  const double lambda_, share_;
+  torch::Tensor& reported_;
+};
+
 detail::ModelLoss DsnModel::loss(std::vector<detail::Sample>& samples, const TrainOptions& options, TrainHooks& hooks,
-                                 double /*share*/, double progress) {
+                                 double share, double progress) {
   const DsnOptions& o = dsn_->options();
   const double lambda = dann_lambda(progress);
   torch::Tensor reported = torch::zeros({4}, torch::kDouble);  // task, recon, difference, similarity
-  torch::Tensor total = torch::zeros({}, torch::kFloat);
-  std::vector<torch::Tensor> pooled(static_cast<size_t>(total_));
-  for (size_t k = 0; k < local_.size(); ++k)
-    total = total + domain_loss(samples[k], local_[k], options, hooks, lambda, reported, pooled);
-  if (o.similarity == Similarity::kMmd) {
-    const torch::Tensor mmd = gathered_mmd(pooled, options, hooks);
-    total = total + o.gamma * mmd;
-    if (hooks.replica() == 0 && local_.front() == 0) reported[3] += mmd.item<double>();  // once per sum_domains
+  detail::ModelLoss out;
+  auto* staged = dynamic_cast<StagedHooks*>(&hooks);
+  if (staged && staged->stages() > 1) {  // the hooks run forward and backward through the stages
+    if (o.similarity == Similarity::kMmd)
+      throw Error("model.dsn.similarity: mmd compares every domain's whole batch at once, so no micro-batch's "
+                  "backward may start before every domain's forward, which a pipeline schedule does not wait "
+                  "for; use dann with pipeline stages");
+    DsnStages work(*this, samples, options, hooks, lambda, share, reported);
+    staged->run_stages(work);
+  } else {
+    torch::Tensor total = torch::zeros({}, torch::kFloat);
+    std::vector<torch::Tensor> pooled(static_cast<size_t>(total_));
+    for (size_t k = 0; k < local_.size(); ++k)
+      total = total + domain_loss(samples[k], local_[k], options, hooks, lambda, reported, pooled);
+    if (o.similarity == Similarity::kMmd) {
+      const torch::Tensor mmd = gathered_mmd(pooled, options, hooks);
+      total = total + o.gamma * mmd;
+      if (hooks.replica() == 0 && local_.front() == 0) reported[3] += mmd.item<double>();  // once per sum_domains
+    }
+    out.for_backward = total;
   }
   hooks.sum_domains(reported);
   const double task = reported[0].item<double>(), recon = reported[1].item<double>(),
                difference = reported[2].item<double>(), similarity = reported[3].item<double>();
-  detail::ModelLoss out;
-  out.for_backward = total;
   out.value = task + o.alpha * recon + o.beta * difference + o.gamma * similarity;
   out.labelled = 1;  // every step teaches the DSN (reconstruction, difference, similarity)
   out.terms = {{"task", task}, {"reconstruction", recon}, {"difference", difference}, {"similarity", similarity}};

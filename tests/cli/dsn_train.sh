@@ -14,7 +14,7 @@
 # viewer shows over the scene: each label's colour from the file's colour table, blended at the
 # pixels the labels say (an offscreen screenshot against the view without labels). Then what a DSN refuses, in one line, exit 1, before
 # a run directory exists: data.pairs with kind dsn, no targets, valid padding, batch norm,
-# --pp, a target whose bands differ from the source's; and --resume on 2 domain groups.
+# --pp beyond its chain of levels and heads, a target whose bands differ from the source's; and --resume on 2 domain groups.
 # Usage: dsn_train.sh TESSERA MAKE_SAMPLE MPIEXEC
 source "$(dirname "$0")/../lib/mpi.sh" dsntrain "$@"
 VIEW="${TESSERA_VIEW:-$(dirname "$T")/../gui/tessera-view}"
@@ -160,7 +160,7 @@ sed 's/padding: same/padding: valid/' "$W/dann.yaml" > "$W/valid.yaml"
 refuse valid "same"
 sed 's/norm: group/norm: batch/' "$W/dann.yaml" > "$W/batch_norm.yaml"
 refuse batch_norm "group or instance"
-refuse pipeline "--pp" --pp 2
+refuse pipeline "pipeline layers" --pp 5
 # --resume where a rank holds only its domains' private encoders (2 groups): refused, naming why.
 out=$("${MPI[@]}" -np 2 "$T" train --config "$W/dann.yaml" --threads 1 --no-progress --run-dir "$W/dann-np2" --resume auto 2>&1) &&
   fail "resume with 2 domain groups: accepted" ||

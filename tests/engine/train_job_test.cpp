@@ -41,7 +41,9 @@ TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
       {"parallel: {fusion_mib: 4}\n", "parallel.fusion_mib"},
       {"parallel: {overlap_allreduce: false}\n", "parallel.overlap_allreduce"},
       {"train: {precision: bf16}\n", "train.precision"},
-      {"parallel: {pp: 2}\n", "--pp 2: model.kind dsn is not one layer sequence"},
+      {"parallel: {pp: 12}\n", "pipeline layers (its encoder levels, then its heads)"},
+      {"parallel: {micro_batches: 1}\n", "parallel.micro_batches"},
+      {"parallel: {schedule: gpipe}\n", "parallel.schedule"},
   };
   for (const auto& [yaml, key] : keyed) {
     const std::string e = dsn_error(yaml);
@@ -50,7 +52,8 @@ TEST(DsnTrainJob, RefusesEverySettingItDoesNotHonourNamingIt) {
   }
   // The one trainer's settings and requests are the DSN's too: these get as far as the image.
   for (const char* yaml :
-       {"train: {early_stopping: 3}\n", "train: {accumulate: 2, grad_clip: 1.0}\n", "parallel: {sp: 2, sp_mesh: '2'}\n"})
+       {"train: {early_stopping: 3}\n", "train: {accumulate: 2, grad_clip: 1.0}\n", "parallel: {sp: 2, sp_mesh: '2'}\n",
+        "parallel: {pp: 2, schedule: gpipe, activation_checkpoint: always}\n"})
     EXPECT_NE(dsn_error(yaml).find("/nonexistent/a.tif"), std::string::npos) << yaml << " -> " << dsn_error(yaml);
   TrainRequest profiled;
   profiled.profile = "trace.json";

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/memory_image.hpp"
+#include "dsn_fixture.hpp"
 #include "tessera/core/dsn_training.hpp"
 #include "tessera/core/decomposition.hpp"
 #include "tessera/parallel/comm/process_grid.hpp"
@@ -34,161 +34,7 @@
 namespace tessera::parallel {
 namespace {
 
-namespace fs = std::filesystem;
-using tessera::testing::MemoryImage;
-
-constexpr int64_t kSide = 96;
-
-// Domain d: the same kind of pattern seen through another "sensor" (gain, offset, a band
-// swap for odd d); the source alone has labels.
-struct Domains {
-  explicit Domains(int count) {
-    for (int d = 0; d < count; ++d)
-      images.push_back(std::make_unique<MemoryImage>(Index{kSide, kSide}, 2, [d](int c, const Index& at) {
-        const int band = d % 2 ? 1 - c : c;
-        const float v = std::sin(0.11f * float(at[0] + 5 * d) + band) + std::cos(0.07f * float(at[1]) * (band + 1));
-        return (1.0f + 0.3f * float(d)) * v + 0.2f * float(d);
-      }));
-    for (int d = 0; d < count; ++d)
-      data.push_back({{images[size_t(d)].get(), d == 0 ? &labels : nullptr, Box{{0, 0}, {kSide, kSide}}}});
-  }
-  MemoryImage labels{Index{kSide, kSide}, 1, [](int, const Index& at) {
-                       if (at[1] > 80) return -1.0f;  // unlabelled band: ignored
-                       return float((at[0] / 16 + at[1] / 24) % 3);
-                     }};
-  std::vector<std::unique_ptr<MemoryImage>> images;
-  std::vector<std::vector<TrainingPair>> data;
-};
-
-UNetOptions tiny(Norm norm) {
-  return unet_preset("unet-tiny")
-      .with_in_channels(2)
-      .with_classes(3)
-      .with_base_filters(4)
-      .with_levels(3)
-      .with_padding(Padding::kSame)
-      .with_norm(norm);
-}
-
-struct DsnSetup {
-  int domains = 2;
-  OptimizerKind optimizer = OptimizerKind::kSgd;
-  Similarity similarity = Similarity::kDann;
-  Norm norm = Norm::kNone;
-};
-
-struct Result {
-  torch::Tensor shared;                   // every shared parameter, flat
-  std::map<int, torch::Tensor> privates;  // by domain: the private encoder, flat
-  std::vector<double> losses;
-  Dsn net{nullptr};                       // the trained network itself, as the trainer left it
-};
-
-torch::Tensor flat(const std::vector<torch::Tensor>& ps) {
-  std::vector<torch::Tensor> v;
-  for (const auto& p : ps) v.push_back(p.detach().reshape({-1}));
-  return torch::cat(v);
-}
-
-class LossRecorder : public TrainHooks {
- public:
-  void on_step(int64_t, double loss) override { losses.push_back(loss); }
-  std::vector<double> losses;
-};
-
-std::string temp_dir(const std::string& name) {
-  const auto d = fs::temp_directory_path() / ("tessera-dsn-" + std::to_string(::getpid()) + "-" + name);
-  fs::create_directories(d);
-  return d.string();
-}
-
-// Trains the DSN of `s` for 4 steps: through `hooks` (domain parallel) with batch `batch`,
-// or as one process (hooks null); `recorded` receives the per-step losses.
-Result train_once(const DsnSetup& s, DomainTrainHooks* hooks, int batch, std::vector<double>* recorded, const std::string& run_dir,
-                  TrainObserver* observer = nullptr) {
-  Domains data(s.domains);
-  DsnOptions dsn;
-  dsn.domains = s.domains;
-  dsn.private_filters = 4;
-  dsn.recon_filters = 4;
-  dsn.classifier_hidden = 8;
-  dsn.alpha = 0.5;
-  dsn.beta = 0.5;
-  dsn.gamma = 0.5;
-  dsn.similarity = s.similarity;
-  dsn.mmd_sigmas = {0.5, 2};
-  TrainOptions o;
-  o.tile = 32;
-  o.batch = batch;
-  o.steps = 4;
-  o.optimizer.kind = s.optimizer;
-  o.optimizer.learning_rate = s.optimizer == OptimizerKind::kSgd ? 5e-2 : 1e-3;
-  o.seed = 7;
-  o.progress = false;
-  // LibTorch 1.13's channels-last CPU group norm takes E[x^2] - E[x]^2 in float32, so its
-  // statistics shift with how a batch is split (seen: 3.5e-5 relative after 4 steps at
-  // 2 x 2 ranks); contiguous group norm is exact to rounding. As data_parallel_test.cpp
-  // does for synchronised batch norm: a property of the kernel, not of the parallelism.
-  o.channels_last = s.norm != Norm::kGroup;
-  o.checkpoint_every = 1000;
-  o.run_dir = run_dir;
-  const std::vector<int> owned = hooks ? hooks->domains(s.domains) : std::vector<int>{};
-  std::vector<int> all(size_t(s.domains));
-  std::iota(all.begin(), all.end(), 0);
-  Dsn net(tiny(s.norm), dsn, hooks ? owned : all, 3);
-  if (hooks && world().rank() != 0) {
-    // Other initial shared weights away from rank 0: the start-of-training broadcast fixes them.
-    torch::NoGradGuard g;
-    for (auto& p : net->shared_parameters()) p.add_(0.5);
-  }
-  if (hooks) hooks->bind(*net);
-  CheckpointMeta meta;
-  meta.model = net->unet->options();
-  meta.norm = {{0.f, 0.f}, {1.f, 1.f}};
-  meta.class_names = {"a", "b", "c"};
-  LossRecorder one;
-  if (hooks)
-    train(net, data.data, o, meta, hooks, {}, observer);
-  else
-    train(net, data.data, o, meta, &one, {}, observer);
-  if (!hooks && recorded) *recorded = one.losses;
-  Result r;
-  r.shared = flat(net->shared_parameters());
-  for (int d : net->parts->owned()) r.privates[d] = flat(net->parts->private_parameters(d));
-  r.net = net;
-  return r;
-}
-
-double max_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max()).item<double>();
-}
-
-// ‖a − b‖ / ‖b‖. Adam's first steps are ±lr · sign(g): an element whose gradient is at the
-// rounding level of the summation order takes a different step (seen: one element of 9723
-// off by 2.4e-5 after 4 steps at lr 1e-3, 1.5e-5 of the largest parameter), so Adam runs are
-// held to the norm-wise bound; SGD, whose step is proportional to the gradient, to the
-// element-wise one.
-double norm_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).norm() / b.norm()).item<double>();
-}
-
-double max_relative_loss_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  }
-  return worst;
-}
-
-// Domain-parallel hooks that also keep the per-step losses.
-class RecordingDomainHooks : public DomainTrainHooks {
- public:
-  using DomainTrainHooks::DomainTrainHooks;
-  void on_step(int64_t, double loss) override { losses.push_back(loss); }
-  std::vector<double> losses;
-};
+using namespace dsn_test;
 
 // The planted bugs: gradients averaged instead of summed — the shared parameters' over the
 // ranks (kShared), or each private encoder's over its group's replicas (kPrivate).
@@ -232,26 +78,6 @@ struct Comparison {
   double losses = 0;
   double output = 0;      // the trained network's forward output on this rank's block (spatial)
 };
-
-// The trained network's logits and reconstruction of a fixed tile: this rank's block as the
-// decomposition computes it against the same block of the whole tile's forward with the same
-// weights, max relative difference.
-double forward_difference(Result& parallel, const DomainTrainHooks& hooks) {
-  torch::NoGradGuard no_grad;
-  const torch::Tensor x = torch::sin(torch::arange(2 * 32 * 32, torch::kFloat).reshape({1, 2, 32, 32}) * 0.37f);
-  const int64_t alignment = unet_alignment(parallel.net->unet->options());
-  const int domain = parallel.net->parts->owned().front();  // one of this rank's
-  const DsnOutputs want = parallel.net->forward(x, domain, true);
-  DsnOutputs got;
-  {
-    const DecompositionScope scope(*hooks.tile_decomposition());
-    got = parallel.net->forward(hooks.block(x, 2, alignment), domain, true);
-  }
-  double worst = 0;
-  for (const auto& [g, w] : {std::pair{got.logits, want.logits}, std::pair{got.reconstruction, want.reconstruction}})
-    worst = std::max(worst, ((g - hooks.block(w, 2, alignment)).abs().max() / w.abs().max()).item<double>());
-  return worst;
-}
 
 // Every rank: domain parallel with `groups` groups (× `spatial` blocks of every tile) vs its
 // own one-process reference.
@@ -348,10 +174,11 @@ TEST(Domain, AveragingSharedGradientsIsCaught) {
 }
 
 // Likewise for the data-parallel axis inside a domain group: averaging a private encoder's
-// gradient over its replicas (2 groups x 2 replicas) leaves the one-process bound.
+// gradient over its replicas (2 groups x 2 replicas) leaves the one-process bound. 4 ranks
+// (tests/CMakeLists.txt keeps it out of Domain.np2).
 TEST(Domain, AveragingPrivateGradientsOverReplicasIsCaught) {
   const DsnSetup s{2, OptimizerKind::kSgd, Similarity::kDann, Norm::kNone};
-  if (world().size() / groups_for(2) < 2) GTEST_SKIP() << "needs 2 replicas per domain group (mpirun -np 4)";
+  ASSERT_EQ(world().size(), 4) << "2 domain groups x 2 replicas: mpirun -np 4";
   const Comparison c = compare<AveragingPrivateHooks>(s, groups_for(2));
   EXPECT_GT(c.parameters, 1e-5);
 }
@@ -381,9 +208,10 @@ TEST(Domain, SpatialTwoBlocksMmdAdamEqualsOneProcess) {
   expect_exact(compare<RecordingDomainHooks>(s, groups_for(2, 2), 2));
 }
 
+// 4 ranks (kept out of Domain.np2).
 TEST(Domain, SpatialTimesDataEqualsOneProcess) {
   const DsnSetup s{2, OptimizerKind::kSgd, Similarity::kMmd, Norm::kNone};
-  if (world().size() < 4) GTEST_SKIP() << "needs 2 replicas x 2 blocks (mpirun -np 4)";
+  ASSERT_EQ(world().size(), 4) << "2 replicas x 2 blocks: mpirun -np 4";
   expect_exact(compare<RecordingDomainHooks>(s, 1, 2));
 }
 

@@ -26,13 +26,18 @@ std::string describe_domains(const std::vector<int>& domains) {
 }
 
 // What the domain-parallel path refuses beyond the settings table (train_settings.hpp):
-// pipeline stages, registry models.
+// more stages than the DSN's chain has layers, MMD in stages, registry models.
 void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
   const std::string& config = request.config;
-  if (c.parallel.pp > 1)
-    throw Error(config + ": --pp " + std::to_string(c.parallel.pp) + ": model.kind dsn is not one layer sequence (its "
-                "shared and private encoders run side by side on each tile, and two decoders and a classifier read "
-                "their codes), so it has no pipeline stages; train it with --dp, --sp and domain groups");
+  const int layers = c.model.options.levels + 1;  // one per encoder level, then the heads (dsn_training.cpp)
+  if (c.parallel.pp > layers)
+    throw Error(config + ": --pp " + std::to_string(c.parallel.pp) + ": a DSN of " +
+                std::to_string(c.model.options.levels) + " levels has " + std::to_string(layers) +
+                " pipeline layers (its encoder levels, then its heads); use --pp " + std::to_string(layers) + " or fewer");
+  if (c.parallel.pp > 1 && c.model.dsn.similarity == Similarity::kMmd)
+    throw Error(config + ": model.dsn.similarity mmd: --pp " + std::to_string(c.parallel.pp) +
+                ": MMD compares every domain's whole batch at once, so no micro-batch's backward may start before "
+                "every domain's forward, which a pipeline schedule does not wait for; use dann with --pp");
   if (!c.model.options.is_builtin())
     throw Error(config + ": model.kind dsn shares the built-in U-Net's encoder; model " + c.model.options.name +
                 " cannot be one (use a unet preset)");
@@ -86,12 +91,13 @@ void print_dsn_plan(const RunConfig& c, const DsnOptions& dsn_options, const par
   std::fprintf(stderr,
                "train: DSN, 1 source + %d target(s), %d-D U-Net L=%d f=%d (%lld parameters) + private encoders of "
                "%lld + reconstruction decoder %lld + domain classifier %lld; %s similarity; tiles %lld, batch %d per "
-               "domain and replica; %d ranks = %d domain groups x %d replicas x %d spatial blocks, %d threads\n",
+               "domain and replica; %d ranks = %d domain groups x %d replicas x %d stages x %d spatial blocks, %d "
+               "threads\n",
                dsn_options.domains - 1, model.dims, model.levels, model.base_filters,
                (long long)unet_parameter_count(model), (long long)priv,
                (long long)dsn_recon_parameter_count(model, dsn_options),
                (long long)dsn_classifier_parameter_count(model, dsn_options), to_string(dsn_options.similarity).c_str(),
-               (long long)t.tile, t.batch, grid.world_size(), g.domain, g.data, g.spatial, threads);
+               (long long)t.tile, t.batch, grid.world_size(), g.domain, g.data, g.pipeline, g.spatial, threads);
   const int per_group = grid.world_size() / g.domain;
   for (int group = 0; group < g.domain; ++group)
     std::fprintf(stderr, "train: domain group %d (ranks %d-%d): %s\n", group, group * per_group,
@@ -120,13 +126,14 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
   check_dsn_training(model, dsn_options, data.pairs, t);
 
   parallel::Communicator& world = parallel::world();
-  const int spatial = std::max(1, c.parallel.sp);
-  if (world.size() % spatial != 0)
-    throw Error(config + ": --sp " + std::to_string(spatial) + " does not divide the " + std::to_string(world.size()) +
-                " ranks");
-  const int groups = parallel::domain_groups(world.size() / spatial, dsn_options.domains, c.parallel.dp);
+  const int spatial = std::max(1, c.parallel.sp), stages = std::max(1, c.parallel.pp);
+  if (world.size() % (spatial * stages) != 0)
+    throw Error(config + ": --pp " + std::to_string(stages) + " × --sp " + std::to_string(spatial) +
+                " does not divide the " + std::to_string(world.size()) + " ranks");
+  const int groups = parallel::domain_groups(world.size() / (spatial * stages), dsn_options.domains, c.parallel.dp);
   refuse_split_domains(request, groups);
-  parallel::ProcessGrid grid(world, parallel::GridShape().with_spatial(spatial).with_domain(groups));
+  parallel::ProcessGrid grid(
+      world, parallel::GridShape().with_spatial(spatial).with_pipeline(stages).with_domain(groups));
   check_parallel(c, grid, config);
   Hooks hooks = make_hooks(c, grid, dsn_options.domains);
   const bool root_rank = grid.is_root();

@@ -83,7 +83,7 @@ void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const
   if (micro_batches < 0 || micro_batches > t.batch)
     throw Error(config + ": parallel.micro_batches: " + std::to_string(micro_batches) + " must be in 0 … batch (" +
                 std::to_string(t.batch) + "; 0: one tile per micro-batch)");
-  if (grid.shape().pipeline == 1) return;
+  if (grid.shape().pipeline == 1 || c.model.is_dsn()) return;  // a DSN's stages: engine/src/train/dsn.cpp
   const LayerSequence seq = unet_layer_sequence(model, t.tile + unet_remainder(model) + 2 * unet_halo(model));
   if (seq.size() < grid.shape().pipeline)
     throw Error("--pp: " + std::to_string(grid.shape().pipeline) + " stages for a model of " + std::to_string(seq.size()) +
@@ -108,7 +108,10 @@ Hooks make_hooks(const RunConfig& c, parallel::ProcessGrid& grid, int domains) {
   if (c.model.is_dsn()) {
     auto h = std::make_unique<parallel::DomainTrainHooks>(
         grid, domains, spatial_mesh(p, grid.shape().spatial, c.model.options.dims),
-        parallel::DomainHookOptions().with_writes_outputs(grid.is_root()));
+        parallel::DomainHookOptions()
+            .with_writes_outputs(grid.is_root())
+            .with_schedule(parse_pipeline_schedule(p.schedule))
+            .with_checkpoint(parse_activation_checkpoint(p.activation_checkpoint)));
     out.set_step_callback = [dsn = h.get()](auto fn) { dsn->set_step_callback(std::move(fn)); };
     out.domain = h.get();
     out.hooks = std::move(h);

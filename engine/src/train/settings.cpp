@@ -74,8 +74,11 @@ std::vector<RefusedSetting> domain_refusals() {
       {"parallel.gradient_compression", "a DSN sums its gradients in fp32; use none"},
       {"parallel.fusion_mib", "a DSN sums its shared gradients in one allreduce per step, without buckets; leave it out"},
       {"parallel.overlap_allreduce", "a DSN sums its shared gradients after the backward, never during it; leave it out"},
+      {"parallel.micro_batches", "a DSN's pipeline micro-batches are its domains' batches, one each (the difference "
+                                 "loss takes a domain's whole batch); leave it out"},
   };
-  for (RefusedSetting s : pipeline_keys()) r.push_back(std::move(s));
+  for (RefusedSetting s : pipeline_keys())
+    if (s.key != "parallel.micro_batches") r.push_back(std::move(s));
   r.push_back(kSpatialMesh);
   r.push_back(kSyncBatchNorm);
   return r;
@@ -126,6 +129,10 @@ std::vector<RefusedSetting> refused_settings(const RunConfig& c) {
   std::vector<RefusedSetting> r = refused_settings(train_mode(c));
   if (c.parallel.sp > 1)  // pipeline × spatial: the stages' tiles are split by the mesh
     std::erase_if(r, [](const RefusedSetting& s) { return s.key == kSpatialMesh.key; });
+  if (c.model.is_dsn() && c.parallel.pp > 1)  // a DSN in pipeline stages: their schedule and checkpointing
+    std::erase_if(r, [](const RefusedSetting& s) {
+      return s.key == "parallel.schedule" || s.key == "parallel.activation_checkpoint";
+    });
   if (c.data.dataset.empty())  // refused by the reader (run_config.cpp), before this table
     for (const char* key : {"data.validation", "data.fold", "data.folds"})
       r.push_back({key, "it chooses the validation cases of a data.dataset folder; validate pairs on data.holdout"});

@@ -4,6 +4,8 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/parallel/comm/model_sync.hpp"
+#include "tessera/parallel/modes/staged_pipeline.hpp"
+#include "tessera/parallel/plan/partition.hpp"
 
 namespace tessera::parallel {
 
@@ -31,9 +33,8 @@ int domain_groups(int ranks, int domains, int replicas) {
 }
 
 DomainTrainHooks::DomainTrainHooks(const ProcessGrid& grid, int domains, SpatialMesh mesh, DomainHookOptions options)
-    : domain_(grid.domain()), data_(grid.data()), spatial_(grid.spatial()), domains_(domains), options_(options) {
-  if (grid.shape().pipeline != 1)
-    throw Error("--pp " + std::to_string(grid.shape().pipeline) + ": a DSN trains without pipeline stages (a bug to get here)");
+    : domain_(grid.domain()), data_(grid.data()), spatial_(grid.spatial()), pipeline_(grid.pipeline()),
+      domains_(domains), options_(options) {
   if (grid.shape().domain > domains)
     throw Error(std::to_string(grid.shape().domain) + " domain groups for " + std::to_string(domains) +
                 " domains: at most one group per domain");
@@ -79,16 +80,27 @@ void DomainTrainHooks::on_start(UNet& net) {
     throw Error("--sp " + std::to_string(spatial_.size()) +
                 ": spatial parallelism needs a `same`-padding U-Net (use --padding same)");
   // World rank 0 to its blocks, then to its replicas, then to the other domain groups.
-  broadcast_tensors(dsn().shared_parameters(), {&spatial_, &data_, &domain_});
+  broadcast_tensors(dsn().shared_parameters(), {&pipeline_, &spatial_, &data_, &domain_});
   std::vector<torch::Tensor> buffers = dsn().unet->buffers();
   for (auto& b : dsn().parts->recon->buffers()) buffers.push_back(b);
-  broadcast_tensors(buffers, {&spatial_, &data_, &domain_});
-  broadcast_tensors(private_parameters(), {&spatial_, &data_});
+  broadcast_tensors(buffers, {&pipeline_, &spatial_, &data_, &domain_});
+  broadcast_tensors(private_parameters(), {&pipeline_, &spatial_, &data_});
 }
 
 void DomainTrainHooks::on_gradients(UNet& /*net*/) {
-  sum_gradients(dsn().shared_parameters(), {&spatial_, &data_, &domain_});
-  sum_gradients(private_parameters(), {&spatial_, &data_});
+  sum_gradients(dsn().shared_parameters(), {&pipeline_, &spatial_, &data_, &domain_});
+  sum_gradients(private_parameters(), {&pipeline_, &spatial_, &data_});
+}
+
+void DomainTrainHooks::run_stages(StagedWork& work) {
+  if (!stages_) {
+    if (work.layers() < pipeline_.size())
+      throw Error("--pp " + std::to_string(pipeline_.size()) + ": the DSN has " + std::to_string(work.layers()) +
+                  " stage layers (one per encoder level, then its heads), fewer than the stages");
+    stages_ = std::make_unique<StagedPipeline>(pipeline_, balance_naive(work.layers(), pipeline_.size()).sizes,
+                                               options_.schedule, options_.checkpoint);
+  }
+  stages_->run(work);
 }
 
 void DomainTrainHooks::on_step(int64_t step, double loss) {

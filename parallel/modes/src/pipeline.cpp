@@ -49,6 +49,49 @@ std::vector<std::vector<PipelineBlock>> pipeline_block_order(int stages, int mic
   return order;
 }
 
+std::vector<PipelineBlock> pipeline_global_order(int stages, int micro_batches, PipelineScheduleKind kind,
+                                                const std::function<std::vector<int>(const PipelineBlock&)>& sources) {
+  const int K = stages, M = micro_batches;
+  auto id = [&](int stage, bool forward, int m) { return (stage * 2 + (forward ? 0 : 1)) * M + m; };
+  const auto order = pipeline_block_order(K, M, kind);
+  std::vector<double> start(static_cast<size_t>(2 * K * M), -1), finish(start.size(), -1);
+  std::vector<size_t> next(static_cast<size_t>(K), 0);
+  std::vector<double> free_at(static_cast<size_t>(K), 0);
+  for (int placed = 0; placed < 2 * K * M;) {
+    bool progress = false;
+    for (int s = 0; s < K; ++s) {
+      auto& n = next[static_cast<size_t>(s)];
+      while (n < order[static_cast<size_t>(s)].size()) {
+        const PipelineBlock& b = order[static_cast<size_t>(s)][n];
+        double t = free_at[static_cast<size_t>(s)];
+        bool ready = true;
+        for (int src : sources(b)) {
+          const double f = finish[static_cast<size_t>(id(src, b.forward, b.micro_batch))];
+          if (f < 0) ready = false;
+          t = std::max(t, f);
+        }
+        if (!ready) break;
+        const auto i = static_cast<size_t>(id(s, b.forward, b.micro_batch));
+        start[i] = t;
+        finish[i] = t + (b.forward ? 1.0 : 2.0);
+        free_at[static_cast<size_t>(s)] = finish[i];
+        ++n;
+        ++placed;
+        progress = true;
+      }
+    }
+    TESSERA_CHECK(progress);  // the block orders above respect the data dependencies
+  }
+  std::vector<PipelineBlock> blocks;
+  for (const auto& o : order) blocks.insert(blocks.end(), o.begin(), o.end());
+  std::stable_sort(blocks.begin(), blocks.end(), [&](const PipelineBlock& a, const PipelineBlock& b) {
+    const double sa = start[static_cast<size_t>(id(a.stage, a.forward, a.micro_batch))];
+    const double sb = start[static_cast<size_t>(id(b.stage, b.forward, b.micro_batch))];
+    return sa != sb ? sa < sb : a.stage < b.stage;
+  });
+  return blocks;
+}
+
 void PipelineOptions::validate(const LayerSequence& seq) const {
   if (balance.empty()) throw Error("pipeline.balance: needs at least one stage");
   for (size_t s = 0; s < balance.size(); ++s)
@@ -137,51 +180,12 @@ std::vector<std::pair<int, int>> PipelineTrainer::block_inputs(const PipelineBlo
   return in;
 }
 
-// Every stage's blocks in one global order: by start time under list scheduling with forward
-// 1, backward 2 time units, then by stage.
 std::vector<PipelineBlock> PipelineTrainer::scheduled_blocks() const {
-  const int K = stages(), M = options_.micro_batches;
-  auto id = [&](int stage, bool forward, int m) { return (stage * 2 + (forward ? 0 : 1)) * M + m; };
-  const auto inputs = [this](const PipelineBlock& b) { return block_inputs(b); };
-  const auto order = pipeline_block_order(K, M, options_.schedule);
-  std::vector<double> start(static_cast<size_t>(2 * K * M), -1), finish(start.size(), -1);
-  std::vector<size_t> next(static_cast<size_t>(K), 0);
-  std::vector<double> free_at(static_cast<size_t>(K), 0);
-  for (int placed = 0; placed < 2 * K * M;) {
-    bool progress = false;
-    for (int s = 0; s < K; ++s) {
-      auto& n = next[static_cast<size_t>(s)];
-      while (n < order[static_cast<size_t>(s)].size()) {
-        const PipelineBlock& b = order[static_cast<size_t>(s)][n];
-        double t = free_at[static_cast<size_t>(s)];
-        bool ready = true;
-        for (const auto& [src, skip] : inputs(b)) {
-          (void)skip;
-          const double f = finish[static_cast<size_t>(id(src, b.forward, b.micro_batch))];
-          if (f < 0) ready = false;
-          t = std::max(t, f);
-        }
-        if (!ready) break;
-        const auto i = static_cast<size_t>(id(s, b.forward, b.micro_batch));
-        start[i] = t;
-        finish[i] = t + (b.forward ? 1.0 : 2.0);
-        free_at[static_cast<size_t>(s)] = finish[i];
-        ++n;
-        ++placed;
-        progress = true;
-      }
-    }
-    TESSERA_CHECK(progress);  // the block orders above respect the data dependencies
-  }
-  std::vector<PipelineBlock> blocks;
-  for (const auto& o : order) blocks.insert(blocks.end(), o.begin(), o.end());
-  std::stable_sort(blocks.begin(), blocks.end(), [&](const PipelineBlock& a, const PipelineBlock& b) {
-    const double sa = start[static_cast<size_t>(id(a.stage, a.forward, a.micro_batch))];
-    const double sb = start[static_cast<size_t>(id(b.stage, b.forward, b.micro_batch))];
-    return sa != sb ? sa < sb : a.stage < b.stage;
+  return pipeline_global_order(stages(), options_.micro_batches, options_.schedule, [this](const PipelineBlock& b) {
+    std::vector<int> sources;
+    for (const auto& [src, skip] : block_inputs(b)) sources.push_back(src);
+    return sources;
   });
-
-  return blocks;
 }
 
 void PipelineTrainer::build_events() {

@@ -29,6 +29,8 @@ class PrivateEncoderImpl : public torch::nn::Module {
  public:
   PrivateEncoderImpl(const UNetOptions& unet, const DsnOptions& dsn);
   torch::Tensor forward(torch::Tensor x);
+  /// Levels [first, last] alone: `x` is level `first`'s input (forward == levels 0 … L − 1).
+  torch::Tensor forward_levels(int first, int last, torch::Tensor x);
 
  private:
   std::vector<ConvBlock> blocks_;
@@ -94,6 +96,14 @@ struct DsnOutputs {
   torch::Tensor pooled;
 };
 
+/// What the encoders hand on from one level to the next (a DSN's pipeline stage boundary):
+/// the shared path (the U-Net encoder's), the private path and the shared skips so far.
+struct DsnCodes {
+  torch::Tensor shared;
+  torch::Tensor private_code;
+  std::map<int, torch::Tensor> skips;  ///< by the U-Net's skip index
+};
+
 class DsnImpl : public torch::nn::Module {
  public:
   /// Validates both options (throws tessera::Error).
@@ -101,6 +111,12 @@ class DsnImpl : public torch::nn::Module {
   /// Cubic tiles (the trainer's); `task` = also run the U-Net decoder and head. Under a
   /// DecompositionScope `x` is this rank's block of the tiles and so are the outputs.
   DsnOutputs forward(const torch::Tensor& x, int domain, bool task);
+  /// forward() in parts, as pipeline stages run it: start (the input both encoders take),
+  /// encoder levels [first, last] of the shared and `domain`'s private encoder, and after the
+  /// deepest level the heads (decoders, levels, pooled codes). Bit-identical to forward().
+  DsnCodes start(const torch::Tensor& x) const;
+  void encode_levels(int first, int last, DsnCodes& codes, int domain);
+  DsnOutputs heads(DsnCodes codes, bool task);
   /// Shared parameters: the U-Net's, the decoder's and the classifier's.
   std::vector<torch::Tensor> shared_parameters();
   /// Channels-last convolution weights everywhere and channels-last input (train.channels_last),

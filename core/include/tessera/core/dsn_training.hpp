@@ -33,6 +33,15 @@
 // pixel counts (dsn.hpp) — again this block's part with its graph, the others' as constants,
 // the blocks' gradients summed by the hooks.
 //
+// Pipeline stages (hooks that implement StagedHooks, staged_work.hpp, with stages() > 1): the
+// DSN is a chain of L + 1 layers — encoder level ℓ of the shared and the domain's private
+// encoder side by side, then the heads and every term above on the last stage — whose
+// boundaries carry the shared code, the private code and the skips so far; the micro-batches
+// are the domains this process trains, one domain's batch each (the difference term is a
+// function of a domain's whole batch). The hooks run forwards and backwards; the terms are
+// those above, each micro-batch's scaled by 1 / accumulate. MMD is refused there (it needs
+// every domain's batch before any backward, which a pipeline schedule does not wait for).
+//
 // A process that does not hold every private encoder (several domain groups) writes
 // checkpoints whose private encoders are gathered from their owners but that hold no
 // optimiser state: such a run cannot be resumed (the engine refuses it). grad_clip takes the

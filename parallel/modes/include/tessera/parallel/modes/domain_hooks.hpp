@@ -17,14 +17,20 @@
 //     domains: MMD codes, reported terms, the private encoders a checkpoint gathers);
 //   - tile_decomposition() and block(): the spatial group's blocks of every tile.
 // With G = 1 this is data (× spatial) parallelism of the whole DSN; with G = D one domain per
-// group. Pipeline stages are refused: the DSN is not one layer sequence (its shared and private
-// encoders run side by side on the same tile, two decoders and a classifier on every level read
-// their codes), so a stage cut would need branch-aware stages (engine/src/train/dsn.cpp says so).
+// group. Pipeline stages (the grid's pipeline axis > 1): every rank keeps the whole DSN and its
+// optimiser, and the step runs through a StagedPipeline (staged_pipeline.hpp) over the DSN's
+// chain of encoder levels (shared and private side by side, their codes and the skips so far
+// travelling together) and heads (both decoders, the classifier, the loss terms) on the last
+// stage; the micro-batches are the domains this group trains, one domain's batch each (the
+// difference loss is a function of a domain's whole batch). Gradients are then summed over
+// the pipeline group too (each stage has its own layers').
 #include <functional>
 #include <memory>
 #include <vector>
 
 #include "tessera/core/dsn.hpp"
+#include "tessera/core/memory_model.hpp"
+#include "tessera/core/staged_work.hpp"
 #include "tessera/core/train_hooks.hpp"
 #include "tessera/parallel/comm/process_grid.hpp"
 #include "tessera/parallel/modes/spatial.hpp"
@@ -41,13 +47,19 @@ int domain_groups(int ranks, int domains, int replicas);
 
 struct DomainHookOptions {
   bool writes_outputs = true;  ///< set on exactly one rank (world rank 0)
+  PipelineScheduleKind schedule = PipelineScheduleKind::kOneFOneB;  ///< with pipeline stages
+  ActivationCheckpoint checkpoint = ActivationCheckpoint::kNever;    ///< with pipeline stages
   DomainHookOptions& with_writes_outputs(bool v) { writes_outputs = v; return *this; }
+  DomainHookOptions& with_schedule(PipelineScheduleKind s) { schedule = s; return *this; }
+  DomainHookOptions& with_checkpoint(ActivationCheckpoint c) { checkpoint = c; return *this; }
 };
 
-class DomainTrainHooks : public TrainHooks {
+class StagedPipeline;
+
+class DomainTrainHooks : public TrainHooks, public StagedHooks {
  public:
-  /// `grid`'s domain, data and spatial groups (not owned, must outlive the hooks; its pipeline
-  /// axis must be 1 and its domain axis at most `domains`); `mesh`: the blocks of every tile
+  /// `grid`'s domain, data, pipeline and spatial groups (not owned, must outlive the hooks; its
+  /// domain axis at most `domains`); `mesh`: the blocks of every tile
   /// (mesh.size() == the spatial axis; only used when it is > 1).
   DomainTrainHooks(const ProcessGrid& grid, int domains, SpatialMesh mesh, DomainHookOptions options = {});
   ~DomainTrainHooks() override;
@@ -66,6 +78,9 @@ class DomainTrainHooks : public TrainHooks {
   void on_start(UNet& net) override;
   void on_gradients(UNet& net) override;
   void on_step(int64_t step, double loss) override;
+  int stages() const override { return pipeline_.size(); }
+  /// Throws tessera::Error when the DSN has fewer layers (levels + 1) than stages.
+  void run_stages(StagedWork& work) override;
 
   void set_step_callback(std::function<void(int64_t, double)> fn) { step_callback_ = std::move(fn); }
   int group() const { return domain_.rank(); }
@@ -79,11 +94,13 @@ class DomainTrainHooks : public TrainHooks {
   Communicator& domain_;
   Communicator& data_;
   Communicator& spatial_;
+  Communicator& pipeline_;
   int domains_;
   DomainHookOptions options_;
   std::unique_ptr<SpatialDecomposition> decomposition_;  // with a spatial axis > 1
   std::function<void(int64_t, double)> step_callback_;
   DsnImpl* dsn_ = nullptr;
+  std::unique_ptr<StagedPipeline> stages_;  // with a pipeline axis > 1, built at the first step
 };
 
 }  // namespace tessera::parallel

@@ -38,6 +38,7 @@
 // the stage's gradients are summed over the spatial group as over the data group.
 // Not thread safe; every rank of the pipeline, data and spatial groups calls train_step together.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -71,6 +72,13 @@ struct PipelineBlock {
 /// Throws tessera::Error naming `stages`/`micro_batches` when not positive.
 std::vector<std::vector<PipelineBlock>> pipeline_block_order(int stages, int micro_batches,
                                                              PipelineScheduleKind kind);
+
+/// Every stage's blocks in one global order that every rank shares: list scheduling of the
+/// blocks of pipeline_block_order (forward 1, backward 2 time units; a block starts when its
+/// stage is free and the blocks of the same micro-batch and direction on `sources(b)` have
+/// finished), sorted by start time, then by stage.
+std::vector<PipelineBlock> pipeline_global_order(int stages, int micro_batches, PipelineScheduleKind kind,
+                                                const std::function<std::vector<int>(const PipelineBlock&)>& sources);
 
 struct PipelineOptions {
   std::vector<int> balance;  ///< layers per stage (Σ = layers, each >= 1), one per pipeline rank
