@@ -21,6 +21,22 @@ constexpr uint64_t kDomainStream = 7919;  // domain d's tiles: seed + kDomainStr
 using detail::all_domains;
 using detail::copy_module;
 
+// check_dsn_resume on the checkpoint's description `text`.
+void check_written_groups(const std::string& path, const std::string& text, int domain_groups) {
+  int written = 1;
+  try {
+    dsn_options_from_extra_model(text);
+    written = nlohmann::json::parse(text).value("domain_groups", 1);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what() + "; cannot resume a DSN from it");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": damaged DSN description (" + e.what() + ")");
+  }
+  if (written != domain_groups)
+    throw Error(path + ": checkpoint written by " + std::to_string(written) + " domain group(s), this run has " +
+                std::to_string(domain_groups) + "; resume with as many domain groups (ranks / (--dp x --sp))");
+}
+
 }  // namespace
 
 void check_dsn_training(const UNetOptions& unet, const DsnOptions& dsn,
@@ -120,7 +136,7 @@ class DsnModel : public detail::TrainModel {
       throw Error(path + ": " + e.what() + "; cannot resume a DSN from it");
     }
     if (!(saved == dsn_->options())) throw Error(path + ": checkpoint DSN differs from the configured one; cannot resume");
-    check_dsn_resume(path, groups_);
+    check_written_groups(path, meta.extra_model, groups_);
     detail::restore_dsn_parts(path, *dsn_, optimizer, options);
   }
 
@@ -293,19 +309,7 @@ std::string dsn_extra_model(const DsnOptions& dsn, int domain_groups) {
 }
 
 void check_dsn_resume(const std::string& path, int domain_groups) {
-  const std::string text = read_checkpoint_meta(path).extra_model;
-  int written = 1;
-  try {
-    dsn_options_from_extra_model(text);
-    written = nlohmann::json::parse(text).value("domain_groups", 1);
-  } catch (const Error& e) {
-    throw Error(path + ": " + e.what() + "; cannot resume a DSN from it");
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": damaged DSN description (" + e.what() + ")");
-  }
-  if (written != domain_groups)
-    throw Error(path + ": checkpoint written by " + std::to_string(written) + " domain group(s), this run has " +
-                std::to_string(domain_groups) + "; resume with as many domain groups (ranks / (--dp x --sp))");
+  check_written_groups(path, read_checkpoint_meta(path).extra_model, domain_groups);
 }
 
 DsnOptions dsn_options_from_extra_model(const std::string& text) {
