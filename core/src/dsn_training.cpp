@@ -1,7 +1,6 @@
 #include "tessera/core/dsn_training.hpp"
 
 #include <cmath>
-#include <numeric>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/core/model_json.hpp"
 #include "tessera/core/staged_work.hpp"
+#include "dsn_checkpoint.hpp"
 #include "train_model.hpp"
 
 namespace tessera {
@@ -19,18 +19,23 @@ namespace {
 
 constexpr uint64_t kDomainStream = 7919;  // domain d's tiles: seed + kDomainStream · (d + 1)
 
-void copy_module(const torch::nn::Module& from, torch::nn::Module& to) {
-  torch::NoGradGuard no_grad;
-  const auto src = from.named_parameters();
-  for (auto& p : to.named_parameters()) p.value().copy_(src[p.key()]);
-  const auto sb = from.named_buffers();
-  for (auto& b : to.named_buffers()) b.value().copy_(sb[b.key()]);
-}
+using detail::all_domains;
+using detail::copy_module;
 
-std::vector<int> all_domains(int total) {
-  std::vector<int> d(static_cast<size_t>(total));
-  std::iota(d.begin(), d.end(), 0);
-  return d;
+// check_dsn_resume on the checkpoint's description `text`.
+void check_written_groups(const std::string& path, const std::string& text, int domain_groups) {
+  int written = 1;
+  try {
+    dsn_options_from_extra_model(text);
+    written = nlohmann::json::parse(text).value("domain_groups", 1);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what() + "; cannot resume a DSN from it");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": damaged DSN description (" + e.what() + ")");
+  }
+  if (written != domain_groups)
+    throw Error(path + ": checkpoint written by " + std::to_string(written) + " domain group(s), this run has " +
+                std::to_string(domain_groups) + "; resume with as many domain groups (ranks / (--dp × --pp × --sp))");
 }
 
 }  // namespace
@@ -92,8 +97,9 @@ class DsnStages;
 // The DSN and its loss terms for the one trainer (train_model.hpp).
 class DsnModel : public detail::TrainModel {
  public:
-  DsnModel(Dsn& dsn, const TrainHooks& hooks)
-      : dsn_(dsn), total_(dsn->options().domains), local_(hooks.domains(total_)) {
+  // Collective (counts the domain groups).
+  DsnModel(Dsn& dsn, TrainHooks& hooks)
+      : dsn_(dsn), total_(dsn->options().domains), local_(hooks.domains(total_)), groups_(count_groups(hooks)) {
     if (local_ != dsn->parts->owned())
       throw Error("DSN: this process trains other domains than its private encoders were built for (a bug)");
   }
@@ -108,12 +114,24 @@ class DsnModel : public detail::TrainModel {
     return o;
   }
   void use_channels_last() override { dsn_->use_channels_last(); }
+  int groups() const { return groups_; }
   detail::ModelLoss loss(std::vector<detail::Sample>& samples, const TrainOptions& o, TrainHooks& hooks, double share,
                          double progress) override;
-  const torch::nn::Module* checkpoint_extra(TrainHooks& hooks) override;
-  bool optimizer_covers_model() const override { return int(local_.size()) == total_; }
   double clip_gradients(double max_norm, TrainHooks& hooks) override;
-  void resume_extra(const std::string& path, const CheckpointMeta& meta) override {
+  // With every domain here, the parts and the optimiser themselves; otherwise the writer's
+  // copy gathered from every domain group (dsn_checkpoint.hpp).
+  CheckpointParts checkpoint_parts(torch::optim::Optimizer& optimizer, const OptimizerOptions& options,
+                                   TrainHooks& hooks) override {
+    if (int(local_.size()) == total_) return {dsn_->parts.get(), &optimizer};
+    if (!gathered_.gather(*dsn_, local_, optimizer, options, hooks)) return {};
+    return {gathered_.parts(), gathered_.optimizer()};
+  }
+  std::vector<std::string> stream_states(std::vector<std::string> mine, TrainHooks& hooks) override {
+    if (int(local_.size()) == total_) return mine;
+    return detail::gather_domain_strings(mine, local_, total_, hooks);
+  }
+  void resume_extra(const std::string& path, const CheckpointMeta& meta, torch::optim::Optimizer& optimizer,
+                    const OptimizerOptions& options) override {
     DsnOptions saved;
     try {
       saved = dsn_options_from_extra_model(meta.extra_model);
@@ -121,7 +139,8 @@ class DsnModel : public detail::TrainModel {
       throw Error(path + ": " + e.what() + "; cannot resume a DSN from it");
     }
     if (!(saved == dsn_->options())) throw Error(path + ": checkpoint DSN differs from the configured one; cannot resume");
-    load_checkpoint_extra(path, *dsn_->parts);
+    check_written_groups(path, meta.extra_model, groups_);
+    detail::restore_dsn_parts(path, *dsn_, optimizer, options);
   }
 
  private:
@@ -137,10 +156,18 @@ class DsnModel : public detail::TrainModel {
                           const Decomposition* blocks);
   torch::Tensor gathered_mmd(const std::vector<torch::Tensor>& pooled, const TrainOptions& o, TrainHooks& hooks);
 
+  // Each group's first replica counts once in a sum over the replicas and groups.
+  static int count_groups(TrainHooks& hooks) {
+    torch::Tensor leaders = torch::full({1}, hooks.replica() == 0 ? 1.0 : 0.0, torch::kDouble);
+    hooks.sum_domains(leaders);
+    return int(std::lround(leaders.item<double>()));
+  }
+
   Dsn& dsn_;
   const int total_;
   const std::vector<int> local_;
-  std::optional<DsnParts> all_;  // the writer's copy of every private encoder (several domain groups)
+  const int groups_;
+  detail::GatheredDsn gathered_;  // the writer's copy of every domain group's part (several groups)
 };
 
 // Every position of every level classified; the mean over the positions of all domains'
@@ -166,7 +193,9 @@ torch::Tensor DsnModel::dann_loss(const DsnOutputs& out, int domain, double glob
 torch::Tensor DsnModel::domain_loss(const detail::Sample& s, int d, const TrainOptions& options, TrainHooks& hooks,
                                     double lambda, torch::Tensor& reported, std::vector<torch::Tensor>& pooled) {
   const Decomposition* blocks = hooks.tile_decomposition();
-  const torch::Tensor input = hooks.block(s.input, 2, unet_alignment(dsn_->unet->options()));
+  // Tiles are float; a float64 DSN (the exactness tests') takes them in float64.
+  const torch::Tensor input = hooks.block(s.input, 2, unet_alignment(dsn_->unet->options()))
+                                  .to(dsn_->unet->parameters().front().scalar_type());
   DsnOutputs out;
   {
     std::optional<DecompositionScope> scope;
@@ -361,43 +390,17 @@ double DsnModel::clip_gradients(double max_norm, TrainHooks& hooks) {
   return norm;
 }
 
-// Collective. With every domain here, the parts themselves; otherwise each private encoder
-// comes from its domain's first replica: every process fills its rows of a D × n buffer, the
-// sum over every process holds them all (exact: the other rows are zeros), the writer keeps them.
-const torch::nn::Module* DsnModel::checkpoint_extra(TrainHooks& hooks) {
-  if (int(local_.size()) == total_) return dsn_->parts.get();
-  torch::NoGradGuard no_grad;
-  const UNetOptions& unet = dsn_->unet->options();
-  int64_t n = 0;  // every domain's private encoder has one shape
-  for (auto& p : dsn_->parts->private_parameters(local_.front())) n += p.numel();
-  torch::Tensor rows = torch::zeros({total_, n}, torch::kFloat);
-  if (hooks.replica() == 0)
-    for (int d : local_) {
-      std::vector<torch::Tensor> flat;
-      for (auto& p : dsn_->parts->private_parameters(d)) flat.push_back(p.detach().reshape({-1}).to(torch::kFloat));
-      rows[d].copy_(torch::cat(flat));
-    }
-  hooks.sum_domains(rows);
-  if (!hooks.writes_outputs()) return nullptr;
-  if (!all_) all_ = DsnParts(unet, dsn_->options(), all_domains(total_), 0);
-  copy_module(*dsn_->parts->recon, *(*all_)->recon);
-  copy_module(*dsn_->parts->classifier, *(*all_)->classifier);
-  for (int d = 0; d < total_; ++d) {
-    int64_t at = 0;
-    for (auto& p : (*all_)->private_parameters(d)) {
-      p.copy_(rows[d].narrow(0, at, p.numel()).view(p.sizes()));
-      at += p.numel();
-    }
-  }
-  return all_->get();
-}
-
 }  // namespace
 
-std::string dsn_extra_model(const DsnOptions& dsn) {
+std::string dsn_extra_model(const DsnOptions& dsn, int domain_groups) {
   nlohmann::json options;
   options_to_json(options, dsn);
-  return nlohmann::json{{"kind", "dsn"}, {"domains", dsn.domains}, {"options", options}}.dump();
+  return nlohmann::json{{"kind", "dsn"}, {"domains", dsn.domains}, {"options", options}, {"domain_groups", domain_groups}}
+      .dump();
+}
+
+void check_dsn_resume(const std::string& path, int domain_groups) {
+  check_written_groups(path, read_checkpoint_meta(path).extra_model, domain_groups);
 }
 
 DsnOptions dsn_options_from_extra_model(const std::string& text) {
@@ -421,9 +424,9 @@ TrainReport train(Dsn& dsn, const std::vector<std::vector<TrainingPair>>& domain
   for (const TrainingPair& p : validation)
     if (!p.labels || p.image->info().extent != p.labels->info().extent)
       throw Error(p.image->info().path + ": a validation image needs labels of its size");
-  const TrainHooks one_process;
+  TrainHooks one_process;
   DsnModel model(dsn, hooks ? *hooks : one_process);
-  meta.extra_model = dsn_extra_model(dsn->options());
+  meta.extra_model = dsn_extra_model(dsn->options(), model.groups());
   return detail::run_training(model, domains, options, std::move(meta), hooks, validation, observer);
 }
 

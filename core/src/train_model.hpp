@@ -15,6 +15,7 @@
 #include <torch/types.h>
 
 #include "tessera/core/checkpoint.hpp"
+#include "tessera/core/optim.hpp"
 #include "tessera/core/train_hooks.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tile_sampler.hpp"
@@ -49,14 +50,27 @@ class TrainModel {
   /// After the hooks' on_gradients: scales every gradient so that their global L2 norm is
   /// at most `max_norm`; returns the norm before clipping.
   virtual double clip_gradients(double max_norm, TrainHooks& /*hooks*/);
-  /// Collective (every process, whenever a checkpoint is due): the module a checkpoint keeps
-  /// beside the U-Net on the writing process; null: none.
-  virtual const torch::nn::Module* checkpoint_extra(TrainHooks& /*hooks*/) { return nullptr; }
-  /// Whether this process's optimiser covers the whole model (else checkpoints hold no
-  /// optimiser state, and cannot be resumed).
-  virtual bool optimizer_covers_model() const { return true; }
-  /// On resume, after the U-Net's weights: the rest of the model from checkpoint `path`.
-  virtual void resume_extra(const std::string& /*path*/, const CheckpointMeta& /*meta*/) {}
+  /// What a checkpoint keeps beside the U-Net: a module (null: none) and the optimiser state
+  /// (null: none).
+  struct CheckpointParts {
+    const torch::nn::Module* extra = nullptr;
+    torch::optim::Optimizer* optimizer = nullptr;
+  };
+  /// Collective (every process, whenever a checkpoint is due): what the writing process's
+  /// checkpoint keeps; `optimizer` is this process's (built from `options` over module()).
+  virtual CheckpointParts checkpoint_parts(torch::optim::Optimizer& optimizer, const OptimizerOptions& /*options*/,
+                                           TrainHooks& /*hooks*/) {
+    return {nullptr, &optimizer};
+  }
+  /// Collective, with checkpoint_parts: every domain's tile-stream state (indexed by domain, of
+  /// total_domains()) from `mine`, this process's streams' (in domains()' order).
+  virtual std::vector<std::string> stream_states(std::vector<std::string> mine, TrainHooks& /*hooks*/) { return mine; }
+  /// On resume, after the U-Net's weights: the rest of the model and `optimizer`'s state
+  /// (built from `options` over module()) from checkpoint `path`.
+  virtual void resume_extra(const std::string& path, const CheckpointMeta& /*meta*/, torch::optim::Optimizer& optimizer,
+                            const OptimizerOptions& /*options*/) {
+    load_optimizer_state(path, optimizer);
+  }
 };
 
 /// The loss of the global batch from statistics summed over replicas (hooks.sum), and first

@@ -33,8 +33,8 @@ using detail::TrainModel;
 
 // What a checkpoint needs beyond model and optimiser to continue the run exactly.
 struct ResumeState {
-  // Each tile stream's sampler state (one per domain this process draws) before the batch of
-  // the next step was drawn; one stream is stored as a string, several as a list.
+  // Each tile stream's sampler state (one per domain, of every domain group) before the batch
+  // of the next step was drawn; one stream is stored as a string, several as a list.
   std::vector<std::string> rng;
   double best = -1;
   int64_t bad_epochs = 0;
@@ -226,13 +226,14 @@ void Training::resume_from(const std::string& path) {
     auto sb = ck.net->named_buffers(), db = net_->named_buffers();
     for (auto& b : db) b.value().copy_(sb[b.key()]);
   }
-  model_.resume_extra(path, ck.meta);
-  load_optimizer_state(path, *optimizer_);
+  model_.resume_extra(path, ck.meta, *optimizer_, opt_);
   state_ = ResumeState::from_json(path, ck.meta.trainer_state);
-  if (state_.rng.size() != streams_.size())
+  const size_t total = size_t(model_.total_domains());
+  if (state_.rng.size() != total)
     throw Error(path + ": checkpoint holds " + std::to_string(state_.rng.size()) + " tile streams, this run draws " +
-                std::to_string(streams_.size()) + "; cannot resume");
-  for (size_t k = 0; k < streams_.size(); ++k) streams_[k]->sampler.set_rng_state(state_.rng[k]);
+                std::to_string(total) + "; cannot resume");
+  const std::vector<int> domains = model_.domains();
+  for (size_t k = 0; k < streams_.size(); ++k) streams_[k]->sampler.set_rng_state(state_.rng[size_t(domains[k])]);
   first_step_ = ck.meta.step + 1;
   if (first_step_ > options_.steps)
     throw Error(path + ": run already finished (step " + std::to_string(ck.meta.step) + " of " +
@@ -382,18 +383,20 @@ EpochEnd Training::validate_epoch(int64_t step) {
 // When due: last.pt, a kept step-NNNNNN.pt, best.pt — never a diverged model over a good one.
 void Training::save_checkpoints(int64_t step, const EpochEnd& end) {
   if (!(step % options_.checkpoint_every == 0 || step == options_.steps || end.improved || end.stop)) return;
-  const torch::nn::Module* extra = model_.checkpoint_extra(hooks_);  // collective
+  // Collectives: what other processes hold (a DSN's other domain groups) comes to the writer.
+  std::vector<std::string> streams =
+      model_.stream_states(planned_states_.empty() ? rng_states() : planned_states_.front(), hooks_);
+  const TrainModel::CheckpointParts parts = model_.checkpoint_parts(*optimizer_, opt_, hooks_);
   if (!writer_) return;
   meta_.step = step;
   meta_.epoch = epoch_of(step);
   meta_.training_window = training_window(net_->options(), options_.tile_at_epoch(meta_.epoch));
-  state_.rng = planned_states_.empty() ? rng_states() : planned_states_.front();
+  state_.rng = std::move(streams);
   meta_.trainer_state = state_.to_json();
   require_finite_weights(model_.module(), step, last_);
   if (end.improved) best_checkpoint_ = RunLayout(options_.run_dir).best_checkpoint();
   if (!observer_) return;
-  torch::optim::Optimizer* optimizer = model_.optimizer_covers_model() ? optimizer_.get() : nullptr;
-  const std::string bytes = checkpoint_bytes(net_, meta_, optimizer, extra);
+  const std::string bytes = checkpoint_bytes(net_, meta_, parts.optimizer, parts.extra);
   observer_->on_checkpoint({CheckpointKind::kLast, step, bytes});
   if (options_.keep_last > 1) observer_->on_checkpoint({CheckpointKind::kStep, step, bytes, options_.keep_last});
   if (end.improved) observer_->on_checkpoint({CheckpointKind::kBest, step, bytes});

@@ -11,7 +11,9 @@ namespace tessera::detail {
 ModelLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
                             TrainHooks& hooks, const Decomposition* blocks) {
   const torch::Tensor local = loss_statistics(logits, target, o);
-  torch::Tensor global = local.detach().to(torch::kFloat).contiguous().clone();
+  // Summed in float (bf16 statistics too), in double for a float64 network.
+  const auto summed_as = local.scalar_type() == torch::kDouble ? torch::kDouble : torch::kFloat;
+  torch::Tensor global = local.detach().to(summed_as).contiguous().clone();
   if (blocks) global = blocks->image_sum(global).contiguous();
   hooks.sum(global);
   ModelLoss out;

@@ -14,7 +14,8 @@
 # viewer shows over the scene: each label's colour from the file's colour table, blended at the
 # pixels the labels say (an offscreen screenshot against the view without labels). Then what a DSN refuses, in one line, exit 1, before
 # a run directory exists: data.pairs with kind dsn, no targets, valid padding, batch norm,
-# --pp beyond its chain of levels and heads, a target whose bands differ from the source's; and --resume on 2 domain groups.
+# --pp beyond its chain of levels and heads, a target whose bands differ from the source's; and --resume on another
+# number of domain groups.
 # Usage: dsn_train.sh TESSERA MAKE_SAMPLE MPIEXEC
 source "$(dirname "$0")/../lib/mpi.sh" dsntrain "$@"
 VIEW="${TESSERA_VIEW:-$(dirname "$T")/../gui/tessera-view}"
@@ -161,11 +162,12 @@ refuse valid "same"
 sed 's/norm: group/norm: batch/' "$W/dann.yaml" > "$W/batch_norm.yaml"
 refuse batch_norm "group or instance"
 refuse pipeline "pipeline layers" --pp 5
-# --resume where a rank holds only its domains' private encoders (2 groups): refused, naming why.
-out=$("${MPI[@]}" -np 2 "$T" train --config "$W/dann.yaml" --threads 1 --no-progress --run-dir "$W/dann-np2" --resume auto 2>&1) &&
-  fail "resume with 2 domain groups: accepted" ||
-  { echo "$out" | grep -q -- "--resume: 2 domain groups" && pass "resume with 2 domain groups: $(echo "$out" | grep -m1 -- '--resume')" ||
-    fail "resume with 2 domain groups: $out"; }
+# --resume of 2 domain groups' checkpoint on 4 groups: refused, naming the checkpoint and both
+# counts (resuming on as many groups: cli.dsn_resume_groups).
+out=$("${MPI[@]}" -np 4 "$T" train --config "$W/dann.yaml" --threads 1 --no-progress --run-dir "$W/dann-np2" --resume auto 2>&1) &&
+  fail "resume of 2 domain groups on 4: accepted" ||
+  { echo "$out" | grep -q "dann-np2/checkpoints/last.pt: checkpoint written by 2 domain group(s), this run has 4" &&
+    pass "resume of 2 domain groups on 4: $(echo "$out" | grep -m1 'domain group')" || fail "resume of 2 domain groups on 4: $out"; }
 "$GEN" --out "$W/ct" --only ct --ct-size 32 --targets 0 > /dev/null
 sed "s#s/scene_t3.tif#$W/ct/ct.nii.gz#" "$W/dann.yaml" > "$W/other_bands.yaml"
 refuse other_bands "ct.nii.gz"

@@ -9,12 +9,22 @@
 #   - it validates at the same steps as the uninterrupted run (every epoch's end).
 # With `dsn` the run is a Domain Separation Network (1 source + 1 target) trained by the same
 # trainer: the same checks, and each step's four loss terms equal the uninterrupted run's too.
-# Usage: resume.sh TESSERA MAKE_SAMPLE [dsn]
+# With MPIEXEC and NP every run is `mpirun -np NP` (FLAGS added to each): the DSN's 2 domains in
+# 2 domain groups (NP 2), or 2 groups x 2 replicas (NP 4 --dp 2), each group holding its own
+# private encoder, its optimiser state and tile stream; the whole job is SIGKILLed (every rank)
+# and resumed on the same layout; then resuming that checkpoint on one process (1 domain group)
+# is refused in one line naming the checkpoint and both counts.
+# Usage: resume.sh TESSERA MAKE_SAMPLE [dsn [MPIEXEC NP [FLAGS…]]]
 set -uo pipefail
 T="$1"; GEN="$2"; KIND="${3:-unet}"
+LAUNCH=(); NP=1
+if [ $# -ge 5 ]; then NP="$5"; LAUNCH=("$4" --allow-run-as-root --oversubscribe -np "$NP"); fi
+EXTRA=("${@:6}")
 W="$(mktemp -d /tmp/tessera-resume.XXXXXX)"
 pid=
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; rm -rf "$W"' EXIT
+# Under mpirun the ranks are mpirun's children: SIGKILL them all (a lost job), then mpirun.
+kill_job() { [ "$NP" -gt 1 ] && kill -9 $(pgrep -P "$pid") 2>/dev/null; kill -9 "$pid" 2>/dev/null; }
+trap '[ -n "$pid" ] && kill_job; rm -rf "$W"' EXIT
 "$GEN" --out "$W/s" --size 256 --only scene --targets 1 >/dev/null || { echo "FAIL generator"; exit 1; }
 train='train: {tile: 32, batch: 2, accumulate: 2, steps: 40, steps_per_epoch: 10, seed: 3, checkpoint_every: 4,
         optimizer: adamw, schedule: cosine, warmup_steps: 5, grad_clip: 2.0, foreground_fraction: 0.3}'
@@ -37,10 +47,11 @@ data:
 $train
 YAML
 fi
-common=(--config "$W/train.yaml" --threads 1 --no-progress)
-"$T" train "${common[@]}" --run-dir "$W/whole" > "$W/whole.log" 2>&1 || { echo "FAIL uninterrupted run: $(tail -2 "$W/whole.log")"; exit 1; }
+common=(--config "$W/train.yaml" --threads 1 --no-progress ${EXTRA[@]+"${EXTRA[@]}"})
+${LAUNCH[@]+"${LAUNCH[@]}"} "$T" train "${common[@]}" --run-dir "$W/whole" > "$W/whole.log" 2>&1 ||
+  { echo "FAIL uninterrupted run: $(tail -2 "$W/whole.log")"; exit 1; }
 
-"$T" train "${common[@]}" --run-dir "$W/killed" > "$W/killed.log" 2>&1 &
+${LAUNCH[@]+"${LAUNCH[@]}"} "$T" train "${common[@]}" --run-dir "$W/killed" > "$W/killed.log" 2>&1 &
 pid=$!
 # Wait for step 23 (past the checkpoint of step 20, mid-epoch 3), then SIGKILL.
 for _ in $(seq 1200); do
@@ -48,13 +59,13 @@ for _ in $(seq 1200); do
   [ "${n:-0}" -ge 23 ] && break
   sleep 0.1
 done
-kill -9 $pid; wait $pid 2>/dev/null; pid=
+kill_job; wait $pid 2>/dev/null; pid=
 cp "$W/killed/metrics.jsonl" "$W/before-resume.jsonl"
 n=$(grep -c '"loss"' "$W/before-resume.jsonl")
 echo "killed after $n steps"
 [ "$n" -ge 5 ] && [ "$n" -lt 40 ] || { echo "FAIL the run was not killed between step 5 and 39 (at $n)"; exit 1; }
 
-"$T" train "${common[@]}" --run-dir "$W/killed" --resume auto > "$W/resumed.log" 2>&1 \
+${LAUNCH[@]+"${LAUNCH[@]}"} "$T" train "${common[@]}" --run-dir "$W/killed" --resume auto > "$W/resumed.log" 2>&1 \
   || { echo "FAIL resume: $(tail -2 "$W/resumed.log")"; exit 1; }
 /usr/bin/python3 - "$W/whole/metrics.jsonl" "$W/killed/metrics.jsonl" "$W/before-resume.jsonl" "$W/resumed.log" <<'PY'
 import json, re, sys
@@ -105,3 +116,12 @@ print(f"ok   resumed from step {N}, its first line step {N + 1}; steps 1 … 40 
       f"all 40 losses{' and terms (' + ', '.join(named) + ')' if named else ''} identical to the uninterrupted run "
       f"(last {b[40]:.6f}); validation Dice identical at steps {sorted(va)}")
 PY
+status=$?
+[ "$NP" -gt 1 ] && [ $status -eq 0 ] || exit $status
+# The checkpoint of 2 domain groups on one process (1 group): refused, one line, both counts.
+out=$("$T" train --config "$W/train.yaml" --threads 1 --no-progress --run-dir "$W/killed" --resume auto 2>&1) &&
+  { echo "FAIL resuming 2 domain groups' checkpoint on 1 process: accepted"; exit 1; }
+err=$(echo "$out" | grep "tessera: error")
+echo "$err" | grep -q "killed/checkpoints/last.pt: checkpoint written by 2 domain group(s), this run has 1" &&
+  [ "$(echo "$err" | wc -l)" -eq 1 ] || { echo "FAIL resuming 2 domain groups' checkpoint on 1 process: $out"; exit 1; }
+echo "ok   resuming it on 1 process is refused: $err"

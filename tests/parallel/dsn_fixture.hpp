@@ -33,12 +33,12 @@ inline constexpr int64_t kSide = 96;
 // Domain d: the same kind of pattern seen through another "sensor" (gain, offset, a band
 // swap for odd d); the source alone has labels.
 struct Domains {
-  explicit Domains(int count) {
+  explicit Domains(int count, float scale = 1) {
     for (int d = 0; d < count; ++d)
-      images.push_back(std::make_unique<MemoryImage>(Index{kSide, kSide}, 2, [d](int c, const Index& at) {
+      images.push_back(std::make_unique<MemoryImage>(Index{kSide, kSide}, 2, [d, scale](int c, const Index& at) {
         const int band = d % 2 ? 1 - c : c;
         const float v = std::sin(0.11f * float(at[0] + 5 * d) + band) + std::cos(0.07f * float(at[1]) * (band + 1));
-        return (1.0f + 0.3f * float(d)) * v + 0.2f * float(d);
+        return ((1.0f + 0.3f * float(d)) * v + 0.2f * float(d)) * scale;
       }));
     for (int d = 0; d < count; ++d)
       data.push_back({{images[size_t(d)].get(), d == 0 ? &labels : nullptr, Box{{0, 0}, {kSide, kSide}}}});
@@ -66,6 +66,9 @@ struct DsnSetup {
   OptimizerKind optimizer = OptimizerKind::kSgd;
   Similarity similarity = Similarity::kDann;
   Norm norm = Norm::kNone;
+  uint64_t seed = 7;         // the tile streams'
+  bool float64 = false;      // the networks in float64
+  float input_scale = 1;     // every image's values times this
   int steps = 4;
 };
 
@@ -98,7 +101,7 @@ inline std::string temp_dir(const std::string& name) {
 // or as one process (hooks null); `recorded` receives the per-step losses.
 inline Result train_once(const DsnSetup& s, DomainTrainHooks* hooks, int batch, std::vector<double>* recorded, const std::string& run_dir,
                   TrainObserver* observer = nullptr) {
-  Domains data(s.domains);
+  Domains data(s.domains, s.input_scale);
   DsnOptions dsn;
   dsn.domains = s.domains;
   dsn.private_filters = 4;
@@ -115,7 +118,7 @@ inline Result train_once(const DsnSetup& s, DomainTrainHooks* hooks, int batch, 
   o.steps = s.steps;
   o.optimizer.kind = s.optimizer;
   o.optimizer.learning_rate = s.optimizer == OptimizerKind::kSgd ? 5e-2 : 1e-3;
-  o.seed = 7;
+  o.seed = s.seed;
   o.progress = false;
   // LibTorch 1.13's channels-last CPU group norm takes E[x^2] - E[x]^2 in float32, so its
   // statistics shift with how a batch is split (seen: 3.5e-5 relative after 4 steps at
@@ -133,6 +136,7 @@ inline Result train_once(const DsnSetup& s, DomainTrainHooks* hooks, int batch, 
     torch::NoGradGuard g;
     for (auto& p : net->shared_parameters()) p.add_(0.5);
   }
+  if (s.float64) net->to(torch::kDouble);
   if (hooks) hooks->bind(*net);
   CheckpointMeta meta;
   meta.model = net->unet->options();
@@ -187,7 +191,8 @@ class RecordingDomainHooks : public DomainTrainHooks {
 // block of `single`'s forward: max relative difference.
 inline double output_difference(Result& parallel, Result& single, const DomainTrainHooks& hooks) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor x = torch::sin(torch::arange(2 * 32 * 32, torch::kFloat).reshape({1, 2, 32, 32}) * 0.37f);
+  const auto type = parallel.net->unet->parameters().front().scalar_type();
+  const torch::Tensor x = torch::sin(torch::arange(2 * 32 * 32, torch::kFloat).reshape({1, 2, 32, 32}) * 0.37f).to(type);
   const int64_t alignment = unet_alignment(parallel.net->unet->options());
   const int domain = parallel.net->parts->owned().front();  // one of this rank's
   const DsnOutputs want = single.net->forward(x, domain, true);
@@ -208,7 +213,8 @@ inline double output_difference(Result& parallel, Result& single, const DomainTr
 // weights, max relative difference.
 inline double forward_difference(Result& parallel, const DomainTrainHooks& hooks) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor x = torch::sin(torch::arange(2 * 32 * 32, torch::kFloat).reshape({1, 2, 32, 32}) * 0.37f);
+  const auto type = parallel.net->unet->parameters().front().scalar_type();
+  const torch::Tensor x = torch::sin(torch::arange(2 * 32 * 32, torch::kFloat).reshape({1, 2, 32, 32}) * 0.37f).to(type);
   const int64_t alignment = unet_alignment(parallel.net->unet->options());
   const int domain = parallel.net->parts->owned().front();  // one of this rank's
   const DsnOutputs want = parallel.net->forward(x, domain, true);

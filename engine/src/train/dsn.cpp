@@ -43,15 +43,6 @@ void refuse_unsupported(const TrainRequest& request, const RunConfig& c) {
                 " cannot be one (use a unet preset)");
 }
 
-// With several domain groups a rank holds only its domains' private encoders and their
-// optimiser state: the checkpoint gathers the encoders but not that state.
-void refuse_split_domains(const TrainRequest& request, int groups) {
-  if (groups > 1 && !request.resume.empty())
-    throw Error("--resume: " + std::to_string(groups) + " domain groups each hold only their domains' private encoders "
-                "and the checkpoint keeps no optimiser state for them; a DSN resumes when one group trains every "
-                "domain (--dp × --sp equal to the ranks)");
-}
-
 // The source as plain pairs (domain 0; its holdout is never trained on: with train.validate
 // the task network is validated on it at every epoch end) and every target's images, unlabelled (domains 1…).
 struct Domains {
@@ -131,13 +122,15 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
     throw Error(config + ": --pp " + std::to_string(stages) + " × --sp " + std::to_string(spatial) +
                 " does not divide the " + std::to_string(world.size()) + " ranks");
   const int groups = parallel::domain_groups(world.size() / (spatial * stages), dsn_options.domains, c.parallel.dp);
-  refuse_split_domains(request, groups);
   parallel::ProcessGrid grid(
       world, parallel::GridShape().with_spatial(spatial).with_pipeline(stages).with_domain(groups));
   check_parallel(c, grid, config);
   Hooks hooks = make_hooks(c, grid, dsn_options.domains);
   const bool root_rank = grid.is_root();
-  if (!request.resume.empty()) t.resume = resume_checkpoint(request.resume, t.run_dir, root_rank);
+  if (!request.resume.empty()) {
+    t.resume = resume_checkpoint(request.resume, t.run_dir, root_rank);
+    check_dsn_resume(t.resume, groups);
+  }
   const int threads = configure_threads(request.threads.value_or(0));
   Dsn dsn(model, dsn_options, hooks.domain->domains(dsn_options.domains), t.seed);
   hooks.domain->bind(*dsn);

@@ -42,10 +42,11 @@
 // those above, each micro-batch's scaled by 1 / accumulate. MMD is refused there (it needs
 // every domain's batch before any backward, which a pipeline schedule does not wait for).
 //
-// A process that does not hold every private encoder (several domain groups) writes
-// checkpoints whose private encoders are gathered from their owners but that hold no
-// optimiser state: such a run cannot be resumed (the engine refuses it). grad_clip takes the
-// global norm there too (the shared gradients' once, each private encoder's once).
+// A process that does not hold every private encoder (several domain groups) sends its
+// domains' private encoders, their optimiser state and tile streams to the writer, whose
+// checkpoint is the one-process layout (dsn_checkpoint.cpp); a resume on as many domain
+// groups hands each group its part back from it. grad_clip takes the global norm there too
+// (the shared gradients' once, each private encoder's once).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,10 +61,16 @@
 
 namespace tessera {
 
-/// The checkpoint description's extra_model for `dsn`: {"kind": "dsn", "domains", "options"}.
-std::string dsn_extra_model(const DsnOptions& dsn);
+/// The checkpoint description's extra_model for `dsn` trained by `domain_groups` groups:
+/// {"kind": "dsn", "domains", "options", "domain_groups"}.
+std::string dsn_extra_model(const DsnOptions& dsn, int domain_groups = 1);
 /// Reads it back; throws tessera::Error when it is not a DSN's.
 DsnOptions dsn_options_from_extra_model(const std::string& json);
+
+/// Throws tessera::Error("<path>: …", one line with both counts) unless the DSN checkpoint at
+/// `path` was written by `domain_groups` domain groups: a resume needs as many (train() checks
+/// it too; the engine before it writes anything). Checkpoints that do not say were written by one.
+void check_dsn_resume(const std::string& path, int domain_groups);
 
 /// What DSN training refuses, checked before anything runs (the CLI calls it before it makes
 /// a run directory): throws tessera::Error naming the field or the file (a target image whose
