@@ -62,7 +62,7 @@ class CpuRunMemoryScope {
 /// `tessera train` itself, loaded host): at 4 MiB the 4 × 1 split's ranks keep 45 MiB more (23 %
 /// under the planner instead of 14 %), at 8 MiB one rank at 512² 55 MiB more. The price: small
 /// tiles pay a fresh mapping per oneDNN buffer above it (unet-tiny 48², dp 2: 16 steps in
-/// 7.0–9.2 s against 5.3–7.5 s with glibc's dynamic threshold).
+/// 6.9–7.0 s against 4.8–5.3 s with glibc's dynamic threshold, where 512² keeps a third more).
 constexpr int64_t kTrainMmapThreshold = int64_t{1} << 20;
 
 }  // namespace tessera
