@@ -1,6 +1,6 @@
 #include "bench_measure.hpp"
 
-#include <malloc.h>
+#include "tessera/run/process_memory.hpp"
 
 namespace tessera::bench {
 
@@ -22,6 +22,6 @@ int64_t training_state_bytes(const std::vector<torch::Tensor>& parameters, torch
   return bytes;
 }
 
-void restore_mmap_threshold() { mallopt(M_MMAP_THRESHOLD, 32 << 20); }
+void restore_mmap_threshold() { fix_mmap_threshold(32 << 20); }
 
 }  // namespace tessera::bench

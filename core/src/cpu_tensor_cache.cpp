@@ -1,5 +1,7 @@
 #include "tessera/core/cpu_tensor_cache.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <iterator>
 #include <map>
@@ -10,6 +12,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 
 #include "tessera/core/error.hpp"
+#include "tessera/run/process_memory.hpp"
 
 namespace tessera {
 namespace {
@@ -113,6 +116,20 @@ CpuTensorCacheScope::~CpuTensorCacheScope() {
   c10::SetCPUAllocator(static_cast<c10::Allocator*>(previous_));
   CachingCpuAllocator::instance().stop();
 }
+
+namespace {
+
+// The malloc settings come first: the cache's own buffers above the threshold are mappings too.
+int64_t with_malloc_settings(int64_t mmap_threshold, int64_t min_bytes) {
+  mallopt(M_ARENA_MAX, 1);
+  if (mmap_threshold > 0) fix_mmap_threshold(mmap_threshold);
+  return min_bytes;
+}
+
+}  // namespace
+
+CpuRunMemoryScope::CpuRunMemoryScope(int64_t mmap_threshold, int64_t min_bytes)
+    : cache_(with_malloc_settings(mmap_threshold, min_bytes)) {}
 
 CpuTensorCacheStats CpuTensorCacheScope::stats() { return CachingCpuAllocator::instance().stats(); }
 

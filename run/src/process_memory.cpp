@@ -33,8 +33,13 @@ double process_cpu_seconds() {
 
 int64_t peak_resident_bytes() { return status_bytes("VmHWM"); }
 
+void fix_mmap_threshold(int64_t bytes) {
+  if (mallopt(M_MMAP_THRESHOLD, int(bytes)) != 1)
+    throw Error("mallopt: cannot fix the mmap threshold at " + std::to_string(bytes) + " bytes");
+}
+
 PeakMemoryMeter::PeakMemoryMeter() {
-  mallopt(M_MMAP_THRESHOLD, 64 << 10);
+  fix_mmap_threshold(64 << 10);
   malloc_trim(0);
   std::ofstream clear("/proc/self/clear_refs");
   if (!(clear << "5" << std::flush)) throw Error("/proc/self/clear_refs: cannot reset the peak resident size");

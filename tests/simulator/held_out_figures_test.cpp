@@ -6,7 +6,7 @@
 //   - NVIDIA DeepLearningExamples, TensorFlow2/Segmentation/UNet_Medical/README.md (commit
 //     729963dd47e7): Ronneberger's U-Net (model/unet.py: 64 … 1024 filters, two unpadded 3 × 3
 //     convolutions per level, ReLU, no norm, 572² × 1 input, 388² × 2 output) on one V100 16G
-//     (DGX-1), TF 21.02: training (Adam) at batch 8, inference at batch 1 and 16, FP32 and AMP.
+//     (DGX-1), TF 21.02: training (Adam) at batch 8, inference at batch 1, 2, 4, 8 and 16, FP32 and AMP.
 //   - NVIDIA DeepLearningExamples, PyTorch/Segmentation/nnUNet/README.md (same commit): the
 //     3-D nnU-Net for Task01 at 128³ (published_unets.hpp, from its code) on one V100 32G,
 //     PyTorch 22.11: inference at batch 1 and training (Adam) at batch 2, FP32 and AMP.
@@ -91,11 +91,36 @@ TEST(HeldOutFigures, NnUNet3dOnOneV100) {
   }
 }
 
-// Outside 30 %, kept as the record: at batch 1 the README's FP32 inference runs 19.3 ms a
-// step where the simulator gives 14.9 ms, while at batch 16 the same network is within 1.3 %
-// (13.7 ms an image). So the per-image work agrees and the 4.5 ms are a per-step constant the
-// simulator does not have: the predict loop's host side (tf.data's next batch and its copy to
-// the GPU, the softmax, the Python timestamp per step), not any convolution.
+// The README's whole inference table at the smaller batches (throughput column; its latency
+// column repeats older runs' figures). Each batch its own held-out figure.
+TEST(HeldOutFigures, UNetMedicalSmallBatchInferenceOnOneV100) {
+  const ClusterModel c = load_cluster(kClusters / "dgx1.yaml");
+  const LayerSequence seq = unet_layer_sequence(ronneberger(), 572);
+  const Figure figures[] = {
+      {"inference, batch 2, FP32", 2, false, Precision::kFp32, 55.87},
+      {"inference, batch 4, FP32", 4, false, Precision::kFp32, 58.15},
+      {"inference, batch 8, FP32", 8, false, Precision::kFp32, 59.28},
+      {"inference, batch 1, FP16", 1, false, Precision::kFp16, 142.15},
+      {"inference, batch 2, FP16", 2, false, Precision::kFp16, 159.25},
+      {"inference, batch 4, FP16", 4, false, Precision::kFp16, 178.19},
+      {"inference, batch 8, FP16", 8, false, Precision::kFp16, 188.54},
+  };
+  for (const Figure& f : figures) {
+    const double ours = images_per_second(seq, c, f.batch, f.training, f.precision, false);
+    EXPECT_LE(std::abs(report(f.what, f.published, ours, "/s")), kTolerance) << f.what;
+  }
+}
+
+// Outside 30 %, kept as the record (+30.2 %: 14.85 ms a step simulated, 19.34 ms published).
+// Not a per-step host constant the simulator could take from elsewhere: the benchmark's loop
+// (runtime/run.py, predict with --benchmark) never waits for the GPU, so host work per step
+// hides behind the GPU's queue, and its input copy (1.3 MB, 0.08 ms over PCIe 3.0) can overlap
+// the previous step's compute. The README's rows (test above) say where the time goes: per
+// image 19.34, 17.90, 17.20, 16.87 ms at batch 1, 2, 4, 8 (16.5 ms an image plus 2.8 ms a step
+// fits all four) and 13.70 ms at batch 16; simulated 14.85, 14.03, 13.33, 13.49, 13.52 ms. So
+// FP32 at batch 1–8 is 25–30 % optimistic throughout (batch 1 just over the line), while batch
+// 16 and FP16 agree: TF2/XLA's FP32 kernels at small batch are slower than DeepBench's cuDNN
+// kernels at the same output positions, and no measured source here gives that slow-down.
 TEST(HeldOutFigures, DISABLED_UNetMedicalBatchOneInferenceOnOneV100) {
   const ClusterModel c = load_cluster(kClusters / "dgx1.yaml");
   const LayerSequence seq = unet_layer_sequence(ronneberger(), 572);

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "train_parts.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/dsn_training.hpp"
 #include "tessera/core/threads.hpp"
@@ -147,6 +148,7 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
   });
   RunWriter run_writer(t.run_dir);
   const TrainReport r = [&] {
+    const CpuRunMemoryScope memory(kTrainMmapThreshold);  // as train_job.cpp
     const OperatorProfile profile(request.profile, root_rank);
     return tessera::train(dsn, data.pairs, t, data.meta, hooks.get(), data.source.validation, &run_writer);
   }();

@@ -2,26 +2,53 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "train_parts.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/parallel/modes/pipeline.hpp"
+#include "tessera/parallel/plan/grid_plan.hpp"
 #include "tessera/run/process_memory.hpp"
 
 namespace tessera::engine::train {
+
+int64_t predicted_rank_bytes(const RunConfig& c, const parallel::ProcessGrid& grid, int64_t baseline) {
+  const UNetOptions& model = c.model.options;
+  if (!model.is_builtin()) return 0;
+  const int64_t side = c.train.tile + unet_remainder(model) + (model.padding == Padding::kValid ? 2 * unet_halo(model) : 0);
+  const parallel::GridShape& shape = grid.shape();
+  parallel::PlanOptions o(model, Index(size_t(model.dims), side), grid.world().size(), int64_t{1} << 40);
+  o.with_baseline_bytes(baseline)
+      .with_schedule(shape.pipeline > 1 ? parse_pipeline_schedule(c.parallel.schedule) : PipelineScheduleKind::kGPipe)
+      .with_checkpoint(parse_activation_checkpoint(c.parallel.activation_checkpoint));
+  // One stage holds the whole batch at once (GPipe over its tiles); a pipeline one tile per micro-batch.
+  const std::vector<int> mesh = shape.spatial > 1 ? spatial_mesh(c.parallel, shape.spatial, model.dims).parts : std::vector<int>{};
+  try {
+    return parallel::layout_rank_bytes(o, unet_layer_sequence(model, side), 1, shape.pipeline, mesh, c.train.batch);
+  } catch (const Error&) {
+    return 0;  // a layout the planner does not split this way: the run says so by its own checks
+  }
+}
+
 // Rank 0 prints each rank's peak memory (its device's memory in use on a GPU; on CPU ranks,
 // which share the host, the rank's own resident set) and mean utilisation.
-void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor) {
+
+void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor, int64_t predicted) {
   const parallel::DeviceSummary s = monitor.summary();
   const bool cpu = s.device == "cpu";
-  const double peak = double(cpu ? s.peak_process_rss_bytes : s.peak_mem_used_bytes);
-  torch::Tensor mine = torch::tensor({peak, s.mean_util_pct}, torch::kDouble);
+  // On CPU the kernel's own peak (VmHWM): the samples, a second apart, miss a step's peak.
+  const double peak = double(cpu ? std::max(s.peak_process_rss_bytes, peak_resident_bytes()) : s.peak_mem_used_bytes);
+  torch::Tensor mine = torch::tensor({peak, s.mean_util_pct, double(cpu ? predicted : 0)}, torch::kDouble);
   torch::Tensor all = world.allgather(mine);
   if (world.rank() != 0) return;
-  for (int r = 0; r < world.size(); ++r)
-    std::fprintf(stderr, "telemetry: rank %d %s peak %s %.1f MiB, mean utilisation %.0f%%\n", r, s.device.c_str(),
-                 cpu ? "resident memory" : "memory", all[r][0].item<double>() / (1 << 20), all[r][1].item<double>());
+  for (int r = 0; r < world.size(); ++r) {
+    const double p = all[r][0].item<double>(), guess = all[r][2].item<double>(), mib = 1 << 20;
+    const std::string against =
+        guess > 0 ? fmt::format(" (planner {:.1f} MiB, {:+.1f} %)", guess / mib, 100 * (guess - p) / p) : std::string();
+    std::fprintf(stderr, "telemetry: rank %d %s peak %s %.1f MiB%s, mean utilisation %.0f%%\n", r, s.device.c_str(),
+                 cpu ? "resident memory" : "memory", p / mib, against.c_str(), all[r][1].item<double>());
+  }
 }
 
 // ", spatial 2 × 2 (blocks of 24 × 24 px)": the blocks of a train.tile tile with --sp

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "train_parts.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/engine/config_file.hpp"
@@ -14,6 +15,7 @@
 #include "tessera/engine/preprocessing.hpp"
 #include "tessera/engine/train_settings.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
+#include "tessera/run/process_memory.hpp"
 #include "tessera/run/run_layout.hpp"
 #include "tessera/run/run_writer.hpp"
 
@@ -142,13 +144,15 @@ void TrainJob::run() {
   }
   const std::unique_ptr<parallel::DeviceMonitor> monitor = start_monitor(t, hooks);
   RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here
+  const int64_t predicted = predicted_rank_bytes(c, grid, resident_bytes());  // on what this rank holds now
   const TrainReport r = [&] {
+    const CpuRunMemoryScope memory(kTrainMmapThreshold);  // the step's freed buffers reused or returned, not kept in the heap
     const OperatorProfile profile(f.profile, root_rank);
     return tessera::train(net, data.pairs, t, meta, hooks.get(), data.validation, &run_writer);
   }();
   monitor->set_phase("done");
   monitor->sample_now();
-  print_telemetry_summary(world, *monitor);
+  print_telemetry_summary(world, *monitor, predicted);
   if (root_rank) print_report(r);
   if (root_rank && hooks.data) print_communication(*hooks.data);
   if (root_rank && hooks.spatial && r.steps > 0) print_halo_exchange(*hooks.spatial, r.steps);

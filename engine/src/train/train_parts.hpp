@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/core/checkpoint.hpp"
+#include "tessera/core/spatial_mesh.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/engine/auto_train.hpp"
 #include "tessera/engine/run_config.hpp"
@@ -47,6 +48,8 @@ CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& co
 
 /// The grid the flags ask for; combinations the trainer cannot run are refused.
 parallel::GridShape grid_shape(const ParallelConfig& p);
+/// The blocks of every tile with --sp `spatial`: --sp-mesh, or that many along the first axis.
+SpatialMesh spatial_mesh(const ParallelConfig& p, int spatial, int dims);
 /// What the parallel modes refuse (spatial tiles and meshes, gradient compression outside
 /// data parallelism, micro-batches, pipeline stages), refused before the run starts.
 void check_parallel(const RunConfig& c, const parallel::ProcessGrid& grid, const std::string& config);
@@ -79,8 +82,15 @@ void write_resolved_config(RunConfig c, const parallel::ProcessGrid& grid, const
 void print_plan(const RunConfig& c, const parallel::ProcessGrid& grid, const Hooks& hooks, int threads, UNet& net);
 /// This rank's device monitor in the phase "train", following the hooks' steps.
 std::unique_ptr<parallel::DeviceMonitor> start_monitor(const TrainOptions& t, const Hooks& hooks);
-/// Collective: rank 0 prints each rank's peak memory and mean utilisation.
-void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor);
+/// The planner's peak resident memory for one rank of this run on top of `baseline` (the rank's
+/// resident memory before training): grid_plan.hpp's layout_rank_bytes for the grid's stages,
+/// spatial mesh, schedule and checkpointing, one tile per micro-batch. 0 where the planner has
+/// no model of the run (a registry model: its layer sequence is not the U-Net's).
+int64_t predicted_rank_bytes(const RunConfig& c, const parallel::ProcessGrid& grid, int64_t baseline);
+/// Collective: rank 0 prints each rank's peak memory and mean utilisation; on CPU ranks with
+/// a prediction (`predicted` > 0, this rank's), the peak beside it.
+void print_telemetry_summary(parallel::Communicator& world, const parallel::DeviceMonitor& monitor,
+                             int64_t predicted = 0);
 /// Rank 0's gradient-communication timeline of a data-parallel run.
 void print_communication(const parallel::DataParallelHooks& h);
 /// Rank 0's halo bytes per step with --sp.

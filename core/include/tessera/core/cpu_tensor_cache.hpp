@@ -38,4 +38,31 @@ class CpuTensorCacheScope {
   void* previous_;  ///< c10::Allocator* restored at the end
 };
 
+/// The CPU memory policy of a network run, shared by `tessera infer` and `tessera train`:
+/// - one malloc arena, so buffers a reader thread frees (windows, batches) are reused by the
+///   network instead of pinning a second arena's pages (measured in infer: −15 % peak RSS);
+/// - with `mmap_threshold` > 0 (train: kTrainMmapThreshold), glibc's mmap threshold fixed there
+///   (run/process_memory.hpp), so larger allocations that bypass LibTorch's allocator — oneDNN's
+///   reorders between plain and blocked layouts, over a hundred a training step — are mappings
+///   of their own, returned when freed, instead of heap chunks under glibc's dynamic threshold
+///   (up to 32 MiB) whose free pages stay resident: a third above the step's tensors at
+///   unet-tiny 512² (docs/measured-results.md). 0 keeps glibc's dynamic threshold (infer:
+///   within a few % of its model without; streaming's many strips would map buffers afresh);
+/// - the tensor cache for LibTorch's buffers of at least `min_bytes` (reused, not re-faulted).
+/// The malloc settings last for the rest of the process; the cache ends with the scope.
+class CpuRunMemoryScope {
+ public:
+  explicit CpuRunMemoryScope(int64_t mmap_threshold, int64_t min_bytes = int64_t{1} << 20);
+
+ private:
+  CpuTensorCacheScope cache_;
+};
+
+/// Training's mmap threshold: 1 MiB, the tensor cache's floor. Measured (docs/measured-results.md,
+/// `tessera train` itself, loaded host): at 4 MiB the 4 × 1 split's ranks keep 45 MiB more (23 %
+/// under the planner instead of 14 %), at 8 MiB one rank at 512² 55 MiB more. The price: small
+/// tiles pay a fresh mapping per oneDNN buffer above it (unet-tiny 48², dp 2: 16 steps in
+/// 6.9–7.0 s against 4.8–5.3 s with glibc's dynamic threshold, where 512² keeps a third more).
+constexpr int64_t kTrainMmapThreshold = int64_t{1} << 20;
+
 }  // namespace tessera

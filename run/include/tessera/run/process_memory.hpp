@@ -17,8 +17,14 @@ double process_cpu_seconds();
 /// Peak resident set size (VmHWM) since the process started or a PeakMemoryMeter reset it.
 int64_t peak_resident_bytes();
 
+/// Fixes glibc's mmap threshold at `bytes`: every malloc of at least that size is a mapping of
+/// its own, returned to the operating system when freed. Fixed, the threshold no longer follows
+/// the largest freed mapping (glibc's default rises up to 32 MiB, after which such buffers come
+/// from the heap, whose free chunks stay resident). The one place the process's threshold is set.
+void fix_mmap_threshold(int64_t bytes);
+
 /// Measures the peak resident memory of the work done while it lives, above the resident
-/// memory when it was made. On construction: glibc's mmap threshold is fixed at 64 KiB (so
+/// memory when it was made. On construction: glibc's mmap threshold is fixed at 64 KiB (fix_mmap_threshold) (so
 /// tensors freed later go back to the operating system instead of staying in the heap),
 /// freed heap memory is returned (malloc_trim), the kernel's peak (VmHWM) is reset through
 /// /proc/self/clear_refs, and VmRSS is read. Not thread safe: one meter at a time per process.
