@@ -109,7 +109,7 @@ class UNetModel : public TrainModel {
       at += p.numel();
     }
   }
-  const torch::nn::Module* checkpoint_extra(TrainHooks& /*hooks*/) override { return heads_.get(); }
+  const torch::nn::Module* checkpoint_extra(TrainHooks& /*hooks*/) override { return heads_ ? heads_.get() : nullptr; }
   void resume_extra(const std::string& path, const CheckpointMeta& /*meta*/) override {
     if (!heads_) return;
     try {
