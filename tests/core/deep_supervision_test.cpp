@@ -128,12 +128,19 @@ TEST(DeepSupervision, OnAddsTheLowerLevelsWeightedLoss) {
   torch::manual_seed(3);
   detail::DeepSupervisionHeads heads(net->options());
   std::map<int, torch::Tensor> f;
-  (void)detail::forward_keeping_decoder(net, s.input, {1}, f);
+  net->zero_grad();
+  const torch::Tensor logits = detail::forward_keeping_decoder(net, s.input, {1}, f);
   TrainHooks one;
-  const double level1 =
-      detail::global_batch_loss(heads->forward(1, f.at(1)), detail::target_at_level(s.target, 1), loss_options(true).loss, one)
-          .value;
-  EXPECT_NEAR(on, 2.0 / 3 * off + 1.0 / 3 * level1, 1e-6);
+  const LossOptions lo = loss_options(true).loss;
+  const detail::ModelLoss full = detail::global_batch_loss(logits, s.target, lo, one);
+  const detail::ModelLoss level1 = detail::global_batch_loss(heads->forward(1, f.at(1)), detail::target_at_level(s.target, 1), lo, one);
+  EXPECT_NEAR(on, 2.0 / 3 * full.value + 1.0 / 3 * level1.value, 1e-6);
+  EXPECT_EQ(full.value, off);
+  // The U-Net's gradient is that of the weighted sum, the lower level's share included.
+  (2.0 / 3 * full.for_backward + 1.0 / 3 * level1.for_backward).backward();
+  auto params = net->parameters();
+  for (size_t i = 0; i < params.size(); ++i)
+    EXPECT_TRUE(torch::allclose(on_grads[i], params[i].grad(), 1e-4, 1e-7)) << "parameter " << i;
   EXPECT_NE(on, off);
   double changed = 0;
   for (size_t i = 0; i < on_grads.size(); ++i) changed += (on_grads[i] - off_grads[i]).abs().sum().item<double>();
