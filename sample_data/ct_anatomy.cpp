@@ -160,20 +160,26 @@ AnatomyTextures::AnatomyTextures(uint64_t seed)
       kidney(3.0, 1, mix_seed(seed, 210)),
       bone(3.0, 2, mix_seed(seed, 211)) {}
 
+AnatomyVariant AnatomyVariant::draw(Rng& rng, const Ranges& r) {
+  AnatomyVariant a;
+  a.body_u = rng.uniform(r.body_low, r.body_high);
+  a.body_v = rng.uniform(r.body_low, r.body_high);
+  a.liver_du = rng.uniform(-r.liver_shift, r.liver_shift);
+  a.liver_dv = rng.uniform(-r.liver_shift, r.liver_shift);
+  a.liver_dw = rng.uniform(-r.liver_shift, r.liver_shift);
+  a.liver_scale = rng.uniform(r.liver_scale_low, r.liver_scale_high);
+  a.kidney_dv = rng.uniform(-r.kidney_shift_v, r.kidney_shift_v);
+  a.kidney_dw_right = rng.uniform(-r.kidney_shift_w, r.kidney_shift_w);
+  a.kidney_dw_left = rng.uniform(-r.kidney_shift_w, r.kidney_shift_w);
+  a.kidney_scale = rng.uniform(r.kidney_scale_low, r.kidney_scale_high);
+  return a;
+}
+
 AnatomyVariant AnatomyVariant::target_domain(uint64_t seed, int k) {
   Rng rng(mix_seed(domain_seed(seed, k), 60));
-  AnatomyVariant a;
-  a.body_u = rng.uniform(0.93, 1.05);
-  a.body_v = rng.uniform(0.93, 1.05);
-  a.liver_du = rng.uniform(-0.04, 0.04);
-  a.liver_dv = rng.uniform(-0.04, 0.04);
-  a.liver_dw = rng.uniform(-0.04, 0.04);
-  a.liver_scale = rng.uniform(0.9, 1.1);
-  a.kidney_dv = rng.uniform(-0.03, 0.03);
-  a.kidney_dw_right = rng.uniform(-0.04, 0.04);
-  a.kidney_dw_left = rng.uniform(-0.04, 0.04);
-  a.kidney_scale = rng.uniform(0.9, 1.1);
-  return a;
+  return draw(rng, {.body_low = 0.93, .body_high = 1.05,
+                    .liver_shift = 0.04, .liver_scale_low = 0.9, .liver_scale_high = 1.1,
+                    .kidney_shift_v = 0.03, .kidney_shift_w = 0.04, .kidney_scale_low = 0.9, .kidney_scale_high = 1.1});
 }
 
 Tissue tissue_at(const Point3& p, const AnatomyTextures& textures,

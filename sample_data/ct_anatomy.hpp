@@ -32,6 +32,17 @@ struct AnatomyVariant {
   double kidney_dw_right = 0.0, kidney_dw_left = 0.0;  ///< each kidney up (+) or down
   double kidney_scale = 1.0;
 
+  /// How far a drawn patient may differ from the source phantom: body scale in [body_low,
+  /// body_high] per axis, liver and kidney shifts in ±liver_shift, ±kidney_shift_v,
+  /// ±kidney_shift_w, scales in [low, high].
+  struct Ranges {
+    double body_low, body_high;
+    double liver_shift, liver_scale_low, liver_scale_high;
+    double kidney_shift_v, kidney_shift_w, kidney_scale_low, kidney_scale_high;
+  };
+  /// A patient drawn from `rng` within `r` (always the same ten draws, in field order).
+  static AnatomyVariant draw(Rng& rng, const Ranges& r);
+
   /// Patient k ∈ [1, kMaxTargetDomains], a pure function of (seed, k); small enough that the
   /// liver and both kidneys stay in the last quarter of z.
   static AnatomyVariant target_domain(uint64_t seed, int k);

@@ -16,20 +16,11 @@ constexpr double kFieldXy = 115.2;  // mm across: the old phantom's 128 × 0.9 m
 constexpr double kFieldZ = 256.0;   // mm along z: 128 × 2 mm
 constexpr double kSliceRatios[] = {1.0, 1.5, 2.0, 2.5, 3.0, 4.0};
 
-AnatomyVariant hard_patient(Rng& rng) {
-  AnatomyVariant a;
-  a.body_u = rng.uniform(0.9, 1.08);
-  a.body_v = rng.uniform(0.9, 1.08);
-  a.liver_du = rng.uniform(-0.06, 0.06);
-  a.liver_dv = rng.uniform(-0.06, 0.06);
-  a.liver_dw = rng.uniform(-0.06, 0.06);
-  a.liver_scale = rng.uniform(0.85, 1.15);
-  a.kidney_dv = rng.uniform(-0.04, 0.04);
-  a.kidney_dw_right = rng.uniform(-0.06, 0.06);
-  a.kidney_dw_left = rng.uniform(-0.06, 0.06);
-  a.kidney_scale = rng.uniform(0.85, 1.2);
-  return a;
-}
+// Wider than the target domains' patients (AnatomyVariant::target_domain): another patient per case.
+constexpr AnatomyVariant::Ranges kHardPatient = {.body_low = 0.9, .body_high = 1.08,
+                                                 .liver_shift = 0.06, .liver_scale_low = 0.85, .liver_scale_high = 1.15,
+                                                 .kidney_shift_v = 0.04, .kidney_shift_w = 0.06,
+                                                 .kidney_scale_low = 0.85, .kidney_scale_high = 1.2};
 
 // Noise σ after the in-plane kernel: one (1 2 1) pass per axis keeps 6/16 of σ, two 70/256.
 CtScanner hard_scanner(Rng& rng, bool thick) {
@@ -78,7 +69,7 @@ CtPhantom make_hard_ct_case(uint64_t seed, int index, int ct_size) {
   r.extent = {std::max<int64_t>(16, std::llround(field_z / (s * ratio))), nxy, nxy};
   r.spacing = {s, s, s * ratio};
   r.seed = mix_seed(seed, 600 + uint64_t(index));
-  r.anatomy = hard_patient(rng);
+  r.anatomy = AnatomyVariant::draw(rng, kHardPatient);
   r.scanner = hard_scanner(rng, ratio >= 3.0);
   r.calibrate = true;
   CtPhantom ct = render_ct_phantom(r);

@@ -50,6 +50,9 @@ class TrainModel {
   /// After the hooks' on_gradients: scales every gradient so that their global L2 norm is
   /// at most `max_norm`; returns the norm before clipping.
   virtual double clip_gradients(double max_norm, TrainHooks& /*hooks*/);
+  /// After the hooks' on_gradients (which sum the U-Net's): sums the gradients of the rest of
+  /// module() over replicas, when the model has parameters beside the U-Net that need it.
+  virtual void on_gradients(TrainHooks& /*hooks*/) {}
   /// What a checkpoint keeps beside the U-Net: a module (null: none) and the optimiser state
   /// (null: none).
   struct CheckpointParts {
@@ -80,8 +83,9 @@ class TrainModel {
 ModelLoss global_batch_loss(const torch::Tensor& logits, const torch::Tensor& target, const LossOptions& o,
                             TrainHooks& hooks, const Decomposition* blocks = nullptr);
 
-/// The plain U-Net and its segmentation loss over the global batch (unet_train_model.cpp).
-std::unique_ptr<TrainModel> unet_train_model(UNet& net);
+/// The plain U-Net and its segmentation loss over the global batch (unet_train_model.cpp),
+/// with deep supervision's heads and losses when asked (deep_supervision.hpp).
+std::unique_ptr<TrainModel> unet_train_model(UNet& net, bool deep_supervision = false);
 
 /// The one training loop. `data[d]` are domain d's pairs (one domain for a plain U-Net).
 TrainReport run_training(TrainModel& model, const std::vector<std::vector<TrainingPair>>& data,

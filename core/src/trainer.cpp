@@ -320,6 +320,7 @@ StepResult Training::run_step(int64_t step) {
   if (labelled) {
     r.loss = step_loss;
     hooks_.on_gradients(net_);
+    model_.on_gradients(hooks_);
     if (options_.grad_clip > 0) r.grad_norm = model_.clip_gradients(options_.grad_clip, hooks_);
     optimizer_->step();
     losses_.push_back(step_loss);
@@ -448,6 +449,9 @@ void TrainOptions::validate(const UNetOptions& model) const {
   if (early_stopping < 0) throw Error("train.early_stopping: must be >= 0");
   if (prefetch < 1) throw Error("train.prefetch: must be >= 1");
   if (foreground_fraction < 0 || foreground_fraction > 1) throw Error("train.foreground_fraction: must be in [0, 1]");
+  if (deep_supervision && (!model.is_builtin() || model.padding != Padding::kSame))
+    throw Error("train.deep_supervision: needs the built-in U-Net with model.padding same (its decoder levels then "
+                "cover the whole tile)");
   const auto& g = augmentation;
   if (g.intensity_scale < 0 || g.intensity_scale >= 1) throw Error("train.augment_intensity_scale: must be in [0, 1)");
   if (g.intensity_shift < 0) throw Error("train.augment_intensity_shift: must be >= 0");
@@ -493,7 +497,7 @@ TrainReport train(UNet& net, const std::vector<TrainingPair>& data, const TrainO
                   TrainHooks* hooks, const std::vector<TrainingPair>& validation, TrainObserver* observer) {
   options.validate(net->options());
   check_pairs(data, validation, net->options());
-  const std::unique_ptr<TrainModel> model = detail::unet_train_model(net);
+  const std::unique_ptr<TrainModel> model = detail::unet_train_model(net, options.deep_supervision);
   return detail::run_training(*model, {data}, options, std::move(meta), hooks, validation, observer);
 }
 

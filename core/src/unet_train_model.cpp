@@ -2,6 +2,8 @@
 #include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
+#include "deep_supervision.hpp"
+#include "tessera/core/error.hpp"
 #include "tessera/core/torch_compat.hpp"
 #include "train_model.hpp"
 
@@ -60,12 +62,21 @@ class Bf16Autocast {
 };
 
 // The plain U-Net and its segmentation loss over the global batch; pipeline hooks run its
-// forward and backward across their stages themselves.
+// forward and backward across their stages themselves. With deep supervision, heads on the
+// decoder's lower levels add their weighted losses (deep_supervision.hpp); they train beside
+// the U-Net (module() holds both) and are the checkpoint's extra module.
 class UNetModel : public TrainModel {
  public:
-  explicit UNetModel(UNet& net) : net_(net) {}
+  UNetModel(UNet& net, bool deep_supervision) : net_(net) {
+    if (!deep_supervision) return;
+    heads_ = DeepSupervisionHeads(net->options());
+    heads_->to(net->device());
+    both_ = std::make_shared<torch::nn::Module>();
+    both_->register_module("unet", net.ptr());
+    both_->register_module("deep_supervision", heads_);
+  }
   UNet& unet() override { return net_; }
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& module() override { return both_ ? *both_ : *net_; }
   ModelLoss loss(std::vector<Sample>& samples, const TrainOptions& o, TrainHooks& hooks, double share,
                  double /*progress*/) override {
     const Sample& s = samples.front();
@@ -75,6 +86,7 @@ class UNetModel : public TrainModel {
       loss.labelled = hooked->labelled;
       return loss;
     }
+    if (heads_) return deep_loss(s, o, hooks);
     torch::Tensor logits;
     {
       const Bf16Autocast amp(o.precision == "bf16", s.input.is_cuda());
@@ -83,13 +95,72 @@ class UNetModel : public TrainModel {
     if (logits.scalar_type() != torch::kFloat32) logits = logits.to(torch::kFloat32);  // the loss in fp32
     return detail::global_batch_loss(logits, s.target, o.loss, hooks);
   }
+  // The heads are not the U-Net the hooks sum: their gradient shares are summed here.
+  void on_gradients(TrainHooks& hooks) override {
+    if (!heads_ || hooks.replicas() == 1) return;
+    std::vector<torch::Tensor> grads;
+    for (auto& p : heads_->parameters())  // a level without labels on every replica left none
+      grads.push_back(p.grad().defined() ? p.grad().reshape({-1}) : torch::zeros({p.numel()}, p.options()));
+    torch::Tensor flat = torch::cat(grads).to(torch::kCPU, torch::kFloat).contiguous();
+    hooks.sum(flat);
+    int64_t at = 0;
+    for (auto& p : heads_->parameters()) {
+      const torch::Tensor sum = flat.narrow(0, at, p.numel()).view_as(p).to(p.device());
+      if (p.grad().defined()) p.mutable_grad().copy_(sum);
+      else p.mutable_grad() = sum.clone();
+      at += p.numel();
+    }
+  }
+  CheckpointParts checkpoint_parts(torch::optim::Optimizer& optimizer, const OptimizerOptions& /*options*/,
+                                   TrainHooks& /*hooks*/) override {
+    return {heads_ ? heads_.get() : nullptr, &optimizer};
+  }
+  void resume_extra(const std::string& path, const CheckpointMeta& /*meta*/, torch::optim::Optimizer& optimizer,
+                    const OptimizerOptions& /*options*/) override {
+    if (heads_) {
+      try {
+        load_checkpoint_extra(path, *heads_);
+      } catch (const Error& e) {
+        throw Error(path + ": no deep supervision heads to resume (" + e.what() + "); train.deep_supervision must match the run's");
+      }
+    }
+    load_optimizer_state(path, optimizer);
+  }
 
  private:
+  // The full-resolution loss and every head's, weighted (deep_supervision_weights).
+  ModelLoss deep_loss(const Sample& s, const TrainOptions& o, TrainHooks& hooks) {
+    std::map<int, torch::Tensor> features;
+    torch::Tensor logits;
+    std::map<int, torch::Tensor> aux;
+    {
+      const Bf16Autocast amp(o.precision == "bf16", s.input.is_cuda());
+      logits = forward_keeping_decoder(net_, s.input, heads_->levels(), features);
+      for (const auto& [level, f] : features) aux[level] = heads_->forward(level, f).to(torch::kFloat32);
+    }
+    const std::vector<double> w = deep_supervision_weights(net_->options().levels);
+    ModelLoss out = detail::global_batch_loss(logits.to(torch::kFloat32), s.target, o.loss, hooks);
+    if (out.labelled <= 0) return out;
+    out.for_backward = out.for_backward * w[0];
+    out.value *= w[0];
+    for (const auto& [level, a] : aux) {  // every replica sums every level's statistics
+      const ModelLoss l = detail::global_batch_loss(a, target_at_level(s.target, level), o.loss, hooks);
+      if (l.labelled <= 0) continue;
+      out.for_backward = out.for_backward + w[size_t(level)] * l.for_backward;
+      out.value += w[size_t(level)] * l.value;
+    }
+    return out;
+  }
+
   UNet& net_;
+  DeepSupervisionHeads heads_{nullptr};
+  std::shared_ptr<torch::nn::Module> both_;
 };
 
 }  // namespace
 
-std::unique_ptr<TrainModel> unet_train_model(UNet& net) { return std::make_unique<UNetModel>(net); }
+std::unique_ptr<TrainModel> unet_train_model(UNet& net, bool deep_supervision) {
+  return std::make_unique<UNetModel>(net, deep_supervision);
+}
 
 }  // namespace tessera::detail

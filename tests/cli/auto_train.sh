@@ -3,7 +3,8 @@
 #   - the plan is applied: RUN/config.yaml holds the plan's network, optimiser and augmentations,
 #     and names each choice with its reason in its head;
 #   - a flag and a config-file key win over the plan (and the head says they did);
-#   - --time-budget measures steps (train.steps written with the measured figure);
+#   - --time-budget shapes the step (tile, levels, filters from a measured rate) and measures
+#     steps (train.steps written with the measured figure);
 #   - --fold all trains one run per fold and prints and writes the folds' summary;
 #   - bad --time-budget / --fold values are one line naming the flag, exit 1.
 # Usage: auto_train.sh TESSERA MAKE_SAMPLE
@@ -37,7 +38,8 @@ grep -q '^# auto: train.batch: .* \[overridden: given by a flag\]' "$C" || fail 
 grep -q '^# auto: model.norm: instance — statistics per sample' "$C" || fail "no reason for model.norm: $(head -40 "$C")"
 grep -q '^# auto: train.tile: [0-9]* — the plan.s patch ' "$C" || fail "no reason for train.tile: $(head -40 "$C")"
 grep -q '^# auto: train.augment_elastic: 0 — off: ' "$C" || fail "elastic not off without a long budget: $(head -40 "$C")"
-grep -q '^train: auto: model.levels = ' "$W/plain.log" || fail "stderr does not list the choices: $(head "$W/plain.log")"
+grep -q '^train: auto: model.levels: [0-9]* — ' "$W/plain.log" || fail "stderr does not list the choices: $(head "$W/plain.log")"
+[ "$(key "$C" train deep_supervision)" = True ] || fail "train.deep_supervision not the plan's true"
 [ -s "$W/run/checkpoints/last.pt" ] || fail "no checkpoint"
 
 # A config file's key wins over the plan; its dataset is relative to the file.
@@ -57,9 +59,15 @@ grep -q '^# auto: train.tile: .* \[overridden: given by the config file\]' "$C" 
 train budget --auto --dataset msd --run-dir run-budget --device-memory 0.25 --batch 1 --steps-per-epoch 1000 \
   --time-budget 40s || fail "train --time-budget: $(tail -3 "$W/budget.log")"
 C="$W/run-budget/config.yaml"
-grep -q '^# auto: train.steps: [1-9][0-9]* — --time-budget 40 s: .* s per step measured over 3 steps' "$C" ||
+grep -q '^# auto: train.steps: [1-9][0-9]* — --time-budget 40 s: .* s per step, the median of 5 steps' "$C" ||
   fail "no measured steps: $(grep 'train.steps' "$C")"
 [ "$(key "$C" train steps)" -ge 1 ] || fail "train.steps $(key "$C" train steps)"
+# The budget shaped the step: the rate measured, the shape said, and the config holds it.
+grep -q '^# auto: step_shape: [0-9]* tiles, [0-9]* levels, [0-9]* filters, batch 1 — --time-budget: at least 1000 steps.* GFLOP/s' "$C" ||
+  fail "no step shape from the budget: $(grep 'step_shape' "$C")"
+shape="$(sed -n 's/^# auto: step_shape: \([0-9]*\) tiles, \([0-9]*\) levels, \([0-9]*\) filters.*/\1 \2 \3/p' "$C")"
+[ "$shape" = "$(key "$C" train tile) $(key "$C" model levels) $(key "$C" model base_filters)" ] ||
+  fail "step_shape $shape is not the config's tile, levels, filters"
 
 # Every fold, and its summary.
 train folds --auto --dataset msd --run-dir run-folds --device-memory 0.25 --steps 2 --steps-per-epoch 2 --batch 1 \

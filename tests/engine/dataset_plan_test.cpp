@@ -218,6 +218,51 @@ TEST(AutoPlan, PlanSetsKeysTheFileAndFlagsLeave) {
   EXPECT_GT(longer.train.augmentation.elastic, 0);
 }
 
+// --time-budget's shape rule on a 3-D plan of 80³ tiles, 5 levels, 32 filters, batch 4, for a
+// median case of 82 voxels across: the rate is set so that a chosen shape just affords 1000
+// steps, and the rule must give back batch, patch to half the case (48), width, patch — in
+// that order — and stop there.
+UNetOptions budget_model() {
+  return UNetOptions().with_dims(3).with_in_channels(1).with_classes(3).with_padding(Padding::kSame).with_norm(Norm::kInstance);
+}
+
+// Seconds that afford `steps` steps of `s` at 1 ns per FLOP.
+double seconds_for(const StepShape& s, double steps) { return steps * 1e-9 * step_flops(budget_model(), s); }
+
+bool same(const StepShape& a, const StepShape& b) {
+  return a.tile == b.tile && a.levels == b.levels && a.base_filters == b.base_filters && a.batch == b.batch;
+}
+std::string text(const StepShape& s) {
+  return std::to_string(s.tile) + "/" + std::to_string(s.levels) + "/" + std::to_string(s.base_filters) + "/" +
+         std::to_string(s.batch);
+}
+
+TEST(AutoPlan, TimeBudgetGivesBackBatchPatchWidthPatchInThatOrder) {
+  const StepShape planned{80, 5, 32, 4};
+  const auto fit = [&](const StepShape& afforded, double margin, const std::set<std::string>& fixed = {}) {
+    return fit_step_shape(planned, fixed, budget_model(), 82, 1e-9, seconds_for(afforded, 1000 * margin));
+  };
+  // Just enough for each stage's result: the rule stops there.
+  for (const StepShape& want : {StepShape{80, 5, 32, 2}, StepShape{64, 5, 32, 2}, StepShape{48, 4, 32, 2},
+                                StepShape{48, 4, 16, 2}, StepShape{40, 4, 16, 2}, StepShape{32, 4, 16, 2}}) {
+    const ShapeFit f = fit(want, 1.001);
+    EXPECT_TRUE(same(f.shape, want)) << "got " << text(f.shape) << ", want " << text(want);
+    EXPECT_GE(f.predicted_steps, 1000);
+  }
+  EXPECT_TRUE(same(fit(planned, 1.001).shape, planned));  // the plan fits: nothing given back
+  EXPECT_NE(fit(planned, 1.001).why.find("nothing given back"), std::string::npos);
+  // Not even the smallest affords 1000: the smallest, said so.
+  const ShapeFit short_fit = fit(StepShape{32, 4, 16, 2}, 0.5);
+  EXPECT_TRUE(same(short_fit.shape, (StepShape{32, 4, 16, 2}))) << text(short_fit.shape);
+  EXPECT_NEAR(short_fit.predicted_steps, 500, 1);
+  EXPECT_NE(short_fit.why.find("fewer than wanted"), std::string::npos) << short_fit.why;
+  EXPECT_TRUE(same(smallest_step_shape(planned, {}), short_fit.shape));
+  // Keys the file or a flag gave stay: a given tile leaves width and batch to give back.
+  const ShapeFit tile_given = fit(StepShape{32, 4, 16, 2}, 0.5, {"train.tile", "model.levels"});
+  EXPECT_TRUE(same(tile_given.shape, (StepShape{80, 5, 16, 2}))) << text(tile_given.shape);
+  EXPECT_TRUE(same(smallest_step_shape(planned, {"train.tile", "model.levels"}), (StepShape{80, 5, 16, 2})));
+}
+
 TEST(AutoPlan, TimeBudgetReadsDurations) {
   EXPECT_DOUBLE_EQ(parse_time_budget("30m"), 1800);
   EXPECT_DOUBLE_EQ(parse_time_budget("1h30m"), 5400);

@@ -304,6 +304,8 @@ const std::map<std::string, std::vector<std::pair<std::string, std::string>>> kE
     {"data.normalization.mask", {{"data.normalization.kind", "mr"}}},
     {"model.dsn.mmd_sigmas", {{"model.dsn.similarity", "mmd"}}},
     {"train.augment_elastic_sigma", {{"train.augment_elastic", "1"}}},
+    // Heads on decoder levels with a weight: 4 levels (level 1), same padding.
+    {"train.deep_supervision", {{"model.padding", "same"}, {"model.levels", "4"}}},
     {"train.augment_probability", {{"train.augment_rotation", "30"}}},
     // A model that stops learning, so that the first epoch without a better Dice comes soon.
     {"train.early_stopping", {{"train.learning_rate", "1e-12"}}},

@@ -89,7 +89,7 @@ void set_model(PlanSetter& s, const TrainingPlan& p) {
         choice_why(p, "norm") + "; ReLU, not leaky ReLU: Tessera's U-Net has one activation");
 }
 
-void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline) {
+void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline, bool stages_or_blocks) {
   const int64_t tile = *std::min_element(p.patch.begin(), p.patch.end());
   s.set("train.tile", tile,
         fmt::format("the plan's patch {} has {} as its smallest side; Tessera's trainer draws cubic tiles",
@@ -107,8 +107,12 @@ void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline) {
   else
     s.set("train.loss.kind", std::string("dice_ce"), "Dice + cross-entropy (nnU-Net)");
   s.set("train.foreground_fraction", 0.33, choice_why(p, "foreground_fraction"));
-  s.note("deep_supervision", "off",
-         "the plan asks for it; Tessera's U-Net has no decoder-level heads: one loss on the full-resolution output");
+  if (stages_or_blocks)
+    s.set("train.deep_supervision", false,
+          "off: pipeline stages and spatial blocks run the forward themselves, one loss on the full-resolution output "
+          "(the plan asks for it)");
+  else
+    s.set("train.deep_supervision", true, choice_why(p, "deep_supervision"));
 }
 
 constexpr double kElasticBudget = 3600;  // seconds: elastic deformation only for runs this long
@@ -193,9 +197,10 @@ AutoPlan apply_auto_plan(RunConfig& c, const std::string& config, const std::set
   const DatasetFingerprint f = fingerprint_run_data(c, config);
   const TrainingPlan p = plan_training(f, plan_resources(1, request.device_memory_gib));
   AutoPlan out;
+  out.median_shape = p.median_shape;
   PlanSetter s(c, file_keys, flag_keys, out.choices);
   set_model(s, p);
-  set_training(s, p, c.parallel.pp > 1);
+  set_training(s, p, c.parallel.pp > 1, c.parallel.pp > 1 || c.parallel.sp > 1);
   set_augmentation(s, f.dims, request.time_budget_s);
   if (f.dims == 3 && c.data.resample.enabled) {
     std::vector<double> xyz(p.spacing.rbegin(), p.spacing.rend());
@@ -213,13 +218,15 @@ AutoPlan apply_auto_plan(RunConfig& c, const std::string& config, const std::set
   return out;
 }
 
+std::string auto_choice_line(const AutoChoice& ch) {
+  std::string s = ch.key + ": " + ch.value + " — " + ch.why;
+  if (!ch.given_by.empty()) s += " [overridden: given by " + ch.given_by + "]";
+  return s;
+}
+
 std::string auto_choices_comment(const std::vector<AutoChoice>& choices) {
   std::string s = "# tessera train --auto: what the dataset's plan chose and why (docs/new-dataset.md)\n";
-  for (const AutoChoice& ch : choices) {
-    s += "# auto: " + ch.key + ": " + ch.value + " — " + ch.why;
-    if (!ch.given_by.empty()) s += " [overridden: given by " + ch.given_by + "]";
-    s += "\n";
-  }
+  for (const AutoChoice& ch : choices) s += "# auto: " + auto_choice_line(ch) + "\n";
   return s;
 }
 

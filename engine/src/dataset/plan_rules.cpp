@@ -33,8 +33,12 @@ std::vector<double> column(const std::vector<std::vector<double>>& rows, size_t 
   return c;
 }
 
-// A side on its pooling grid: rounded up to a multiple of 2^pools(side).
-int64_t on_grid(int64_t side) {
+std::string sides(const Index& v) { return fmt::format("{}", fmt::join(v, "×")); }
+std::string sides(const std::vector<double>& v) { return fmt::format("{:.3g}", fmt::join(v, " × ")); }
+
+}  // namespace
+
+int64_t side_on_pooling_grid(int64_t side) {
   side = std::max(side, kBottleneckMin);
   int p = 0;
   while ((kBottleneckMin << (p + 1)) <= side) ++p;  // floor(log2(side / 4))
@@ -42,10 +46,10 @@ int64_t on_grid(int64_t side) {
   return (side + step - 1) / step * step;
 }
 
-std::string sides(const Index& v) { return fmt::format("{}", fmt::join(v, "×")); }
-std::string sides(const std::vector<double>& v) { return fmt::format("{:.3g}", fmt::join(v, " × ")); }
-
-}  // namespace
+int64_t smaller_side_on_pooling_grid(int64_t side) {
+  const int64_t step = int64_t{1} << pooling_per_axis({side})[0];
+  return side_on_pooling_grid(side - step);
+}
 
 std::vector<double> target_spacing(const std::vector<std::vector<double>>& spacings, const std::vector<Index>& shapes) {
   TESSERA_CHECK(!spacings.empty() && spacings.size() == shapes.size());
@@ -115,7 +119,7 @@ int levels_of(const Index& patch) {
 // shape, one grid step) until a batch of 2 fits.
 Index fitting_patch(const Index& shape, int classes, int64_t budget, std::string& why) {
   Index patch;
-  for (int64_t s : shape) patch.push_back(on_grid(s));
+  for (int64_t s : shape) patch.push_back(side_on_pooling_grid(s));
   int shrunk = 0;
   while (plan_training_bytes(patch, levels_of(patch), classes, kMinBatch) > budget) {
     size_t axis = patch.size();
@@ -128,8 +132,7 @@ Index fitting_patch(const Index& shape, int classes, int64_t budget, std::string
     if (axis == patch.size())
       throw Error("plan: not even a " + sides(patch) + " patch of batch 2 fits " + format_bytes(budget) +
                   " per device; give more --device-memory");
-    const int64_t step = int64_t{1} << pooling_per_axis({patch[axis]})[0];
-    patch[axis] = on_grid(patch[axis] - step);
+    patch[axis] = smaller_side_on_pooling_grid(patch[axis]);
     ++shrunk;
   }
   why = shrunk == 0 ? "the whole median shape " + sides(shape) + " on the pooling grid fits a batch of 2"
@@ -147,9 +150,9 @@ void add_fixed_choices(const DatasetFingerprint& f, TrainingPlan& p) {
   p.choices.push_back({"norm", "instance, leaky ReLU",
                        "statistics per sample and patch, independent of the batch of 2 (nnU-Net); inference then runs "
                        "windows of the patch (tessera infer --window auto)"});
-  p.choices.push_back({"deep_supervision", "off",
-                       "nnU-Net puts a loss at every decoder level but the lowest two; Tessera's U-Net has no decoder-level "
-                       "heads, so one loss on the full-resolution output"});
+  p.choices.push_back({"deep_supervision", "on",
+                       "a loss at every decoder level through a 1x1 head of its own, weights halving per level, the lowest "
+                       "0, normalised (nnU-Net): the lower levels learn the layout directly (train.deep_supervision)"});
   p.choices.push_back({"schedule", "SGD, Nesterov 0.99, lr 0.01, poly (1 - step/steps)^0.9", "nnU-Net"});
   p.choices.push_back({"foreground_fraction", "0.33",
                        "a third of the patches centred on a foreground class: small structures are seen"});

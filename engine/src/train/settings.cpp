@@ -60,6 +60,8 @@ std::vector<RefusedSetting> stage_or_block_refusals(bool pipeline) {
       {"parallel.gradient_compression",
        "stages and blocks sum gradients in fp32 (16-bit gradients with error feedback are for data parallelism only); use none"},
   };
+  r.push_back({"train.deep_supervision",
+               "stages and blocks run the forward themselves, with the full-resolution loss only; leave it out"});
   if (!pipeline)
     for (RefusedSetting s : pipeline_keys()) r.push_back(std::move(s));
   if (pipeline) r.push_back(kSpatialMesh);
@@ -71,6 +73,7 @@ std::vector<RefusedSetting> stage_or_block_refusals(bool pipeline) {
 std::vector<RefusedSetting> domain_refusals() {
   std::vector<RefusedSetting> r = {
       {"train.precision", "a DSN trains in fp32"},
+      {"train.deep_supervision", "a DSN's task loss is its classifier's full-resolution output; leave it out"},
       {"parallel.gradient_compression", "a DSN sums its gradients in fp32; use none"},
       {"parallel.fusion_mib", "a DSN sums its shared gradients in one allreduce per step, without buckets; leave it out"},
       {"parallel.overlap_allreduce", "a DSN sums its shared gradients after the backward, never during it; leave it out"},

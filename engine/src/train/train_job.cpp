@@ -53,9 +53,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 // --auto's choices, one a line (rank 0, stderr).
 void print_auto_choices(const std::vector<AutoChoice>& choices) {
-  for (const AutoChoice& ch : choices)
-    std::fprintf(stderr, "train: auto: %s = %s (%s)%s\n", ch.key.c_str(), ch.value.c_str(), ch.why.c_str(),
-                 ch.given_by.empty() ? "" : (" [overridden: given by " + ch.given_by + "]").c_str());
+  for (const AutoChoice& ch : choices) std::fprintf(stderr, "train: auto: %s\n", auto_choice_line(ch).c_str());
 }
 
 // --pp cuts a registry model's declared layer sequence (plugin.hpp, LayerLayout): refuses one
@@ -118,7 +116,7 @@ void TrainJob::run() {
   if (c.model.is_dsn()) return run_dsn(f, c);
   const UNetOptions& model = c.model.options;
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
-  const CheckpointMeta meta = describe_model(c, data, f.config);
+  CheckpointMeta meta = describe_model(c, data, f.config);
   TrainOptions& t = c.train;
 
   parallel::Communicator& world = parallel::world();
@@ -131,6 +129,9 @@ void TrainJob::run() {
   std::vector<AutoChoice> choices = f.auto_plan.choices;
   if (f.auto_plan.time_budget_s > 0) {
     if (world.size() > 1) throw Error(f.config + ": --time-budget measures steps on one process; give train.steps under an MPI launcher");
+    for (AutoChoice& ch : shape_to_budget(c, choices, f.auto_plan.median_shape, data, meta, f.auto_plan.time_budget_s,
+                                          seconds_since(started)))
+      choices.push_back(std::move(ch));
     choices.push_back(budget_steps(t, c.model.options, data, meta, f.auto_plan.time_budget_s, seconds_since(started)));
   }
   torch::manual_seed(t.seed);

@@ -108,6 +108,12 @@ std::string resume_checkpoint(const std::string& resume, const std::string& run_
 /// --time-budget: a few steps of this run on a throwaway network of `model` (same seed, tiles
 /// and options) timed, then t.steps = what fits the budget left after `spent_s` seconds, with
 /// room for validation and checkpoints. Returns the choice with its figures.
+/// --time-budget with --auto: the step's shape (tile, levels, filters, batch; the keys the plan
+/// set) fitted to the budget (auto_train.hpp fit_step_shape) on a rate measured over a few
+/// steps of the smallest shape; `c` and `meta.model` take the shape, `choices` say so. Returns
+/// the added choice (none when the file and flags fix every shape key).
+std::vector<AutoChoice> shape_to_budget(RunConfig& c, std::vector<AutoChoice>& choices, const Index& median_shape,
+                                        const Dataset& data, CheckpointMeta& meta, double budget_s, double spent_s);
 AutoChoice budget_steps(TrainOptions& t, const UNetOptions& model, const Dataset& data, const CheckpointMeta& meta,
                         double budget_s, double spent_s);
 

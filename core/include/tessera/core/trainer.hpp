@@ -72,6 +72,11 @@ struct TrainOptions {
   } augmentation;
   bool sync_batch_norm = false;  ///< batch-norm statistics over the global batch (all replicas)
   double foreground_fraction = 0;  ///< share of tiles centred on a foreground class (balanced over classes)
+  /// nnU-Net's deep supervision: the decoder's lower levels each add a loss at their
+  /// resolution through a 1×1 head of their own (weights halving per level, the lowest 0,
+  /// normalised); the heads are kept beside the U-Net, inference runs the U-Net alone.
+  /// Built-in U-Net, `same` padding. Off: the loss is the full-resolution output's alone.
+  bool deep_supervision = false;
   int prefetch = 2;              ///< batches read ahead of the network (bounded queue)
   /// Weights and activations channels-last (NHWC / NDHWC) during training: the faster
   /// layout for CPU convolutions (about 2x per step with 2 ranks on 2 cores here); the

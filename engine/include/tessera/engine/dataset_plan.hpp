@@ -98,6 +98,10 @@ TrainingPlan plan_training(const DatasetFingerprint& f, const PlanResources& r);
 /// The rules' pieces, for tests and the docs.
 std::vector<double> target_spacing(const std::vector<std::vector<double>>& spacings, const std::vector<Index>& shapes);
 std::vector<int> pooling_per_axis(const Index& patch);
+/// A patch side on its pooling grid: rounded up to a multiple of 2^⌊log2(side / 4)⌋ (at least 4).
+int64_t side_on_pooling_grid(int64_t side);
+/// The next smaller side on the pooling grid: `side` less one grid step (the patch's shrink step).
+int64_t smaller_side_on_pooling_grid(int64_t side);
 /// Training bytes of the plan's U-Net (dims, 1 channel, `classes`, base 32, instance norm,
 /// same padding, `levels`) for `batch` patches of `patch`.
 int64_t plan_training_bytes(const Index& patch, int levels, int classes, int batch);

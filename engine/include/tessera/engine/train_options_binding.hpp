@@ -79,6 +79,7 @@ void fields(TrainOptions& t, V& v) {
   fields(t.augmentation, v);
   v.field("sync_batch_norm", t.sync_batch_norm, "Batch-norm statistics over the global batch");
   v.field("foreground_fraction", t.foreground_fraction, "Share of tiles centred on a foreground class");
+  v.field("deep_supervision", t.deep_supervision, "Losses at the decoder's lower levels too (nnU-Net; same padding)");
   v.field("checkpoint_every", t.checkpoint_every, "Steps between checkpoints");
   v.field("keep_last", t.keep_last, "Also keep step-NNNNNN.pt of the last N checkpoints");
   v.field("early_stopping", t.early_stopping, "Stop after this many epochs without a better validation Dice; 0 = off");
