@@ -148,7 +148,7 @@ void run_dsn(const TrainRequest& request, RunConfig& c) {
   });
   RunWriter run_writer(t.run_dir);
   const TrainReport r = [&] {
-    const CpuRunMemoryScope memory(kTrainMmapThreshold);  // as train_job.cpp
+    const CpuRunMemoryScope memory(train_mmap_threshold(level0_bytes(t, model)));  // as train_job.cpp
     const OperatorProfile profile(request.profile, root_rank);
     return tessera::train(dsn, data.pairs, t, data.meta, hooks.get(), data.source.validation, &run_writer);
   }();

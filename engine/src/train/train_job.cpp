@@ -147,7 +147,8 @@ void TrainJob::run() {
   RunWriter run_writer(t.run_dir);  // core reports; metrics.jsonl and checkpoints/ are written here
   const int64_t predicted = predicted_rank_bytes(c, grid, resident_bytes());  // on what this rank holds now
   const TrainReport r = [&] {
-    const CpuRunMemoryScope memory(kTrainMmapThreshold);  // the step's freed buffers reused or returned, not kept in the heap
+    // The step's freed buffers reused or returned, not kept in the heap (large tiles).
+    const CpuRunMemoryScope memory(train_mmap_threshold(level0_bytes(t, c.model.options)));
     const OperatorProfile profile(f.profile, root_rank);
     return tessera::train(net, data.pairs, t, meta, hooks.get(), data.validation, &run_writer);
   }();

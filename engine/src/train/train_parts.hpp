@@ -46,6 +46,13 @@ CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& co
 
 // ---- layout.cpp ---------------------------------------------------------------------------
 
+/// One micro-batch's full-resolution feature map in bytes (tile^dims × batch × base filters,
+/// float): what train_mmap_threshold (cpu_tensor_cache.hpp) decides on.
+inline int64_t level0_bytes(const TrainOptions& t, const UNetOptions& m) {
+  int64_t n = int64_t(t.batch) * m.base_filters * 4;
+  for (int d = 0; d < m.dims; ++d) n *= t.tile;
+  return n;
+}
 /// The grid the flags ask for; combinations the trainer cannot run are refused.
 parallel::GridShape grid_shape(const ParallelConfig& p);
 /// The blocks of every tile with --sp `spatial`: --sp-mesh, or that many along the first axis.
