@@ -31,7 +31,8 @@ nlohmann::json stream_memory_row(const BenchInferOptions& f, const std::string& 
   const UNetOptions tiny = unet_preset("unet-tiny");
   const cli::ChildResult s = tessera_infer(f, scene, random_model("unet-tiny"), "stream", threads, "fp32", "memory.tif");
   const int64_t strip = strip_of(s.out);
-  const StreamFootprint fp = stream_footprint(tiny, unet_whole_input(tiny, extent), strip);
+  const int64_t columns = stream_columns(tiny, extent, threads);  // as infer chose them
+  const StreamFootprint fp = columns_footprint(tiny, extent, strip, columns);
   std::string predicted = summary_field(s.out, "predicted ");
   if (!predicted.empty() && predicted.back() == ')') predicted.pop_back();
   std::printf("  %-30s %10.1f MiB  stream, strips of %lld rows, %.2f s; infer %s (its baseline + stream_footprint "
