@@ -22,7 +22,7 @@ constexpr int64_t kWeightBytes = 4;  // float32, as stream_footprint counts them
 // Peak resident bytes above the baseline per byte of a stream's tensors (carried rows, the
 // working strip, two windows, the logits rows: stream_footprint's parts), with glibc's mmap
 // threshold fixed as for_each_strip fixes it (docs/streaming.md, "Memory").
-constexpr double kStreamResidentFactor = 3.0;
+constexpr double kStreamResidentFactor = 2.0;
 
 // "1.08x"
 std::string times(double f) {
