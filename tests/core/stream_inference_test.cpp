@@ -242,6 +242,8 @@ TEST(StreamedInference, BandRowsSplitTheImageOnThePoolingGrid) {
     EXPECT_LE(work_insets(o, {333, 200}, InferenceOptions().with_strip(a).with_band(band)).size(), size_t(ranks));
   }
   EXPECT_THROW(InferenceOptions().with_strip(a).with_band(a + 1).validate(o), Error);
+  EXPECT_THROW(InferenceOptions().with_strip(a).with_columns(0).validate(o), Error);
+  EXPECT_NO_THROW(InferenceOptions().with_strip(a).with_columns(3).validate(o));
 }
 
 TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
