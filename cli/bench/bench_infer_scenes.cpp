@@ -1,5 +1,5 @@
 // tessera bench infer, the rows about memory and volumes: peak memory per scene (tiles, and the
-// stream beside the footprint its memory model predicts: stream_footprint, memory_model.hpp),
+// stream beside the footprint its memory model predicts: columns_footprint, tile_choice.hpp),
 // and a CT volume streamed against `--tile auto` (time, peak memory, labels equal). The
 // speed comparison itself: bench_infer.cpp.
 #include <filesystem>
@@ -31,16 +31,17 @@ nlohmann::json stream_memory_row(const BenchInferOptions& f, const std::string& 
   const UNetOptions tiny = unet_preset("unet-tiny");
   const cli::ChildResult s = tessera_infer(f, scene, random_model("unet-tiny"), "stream", threads, "fp32", "memory.tif");
   const int64_t strip = strip_of(s.out);
-  const StreamFootprint fp = stream_footprint(tiny, unet_whole_input(tiny, extent), strip);
+  const int64_t columns = stream_columns(tiny, extent, threads);  // as infer chose them
+  const StreamFootprint fp = columns_footprint(tiny, extent, strip, columns);
   std::string predicted = summary_field(s.out, "predicted ");
   if (!predicted.empty() && predicted.back() == ')') predicted.pop_back();
-  std::printf("  %-30s %10.1f MiB  stream, strips of %lld rows, %.2f s; infer %s (its baseline + stream_footprint "
-              "%.1f MiB = weights + 3 x (carried %.1f + working %.1f + 2 windows of %.1f + logits rows))\n",
-              "", s.peak_rss_mib, (long long)strip, s.seconds, predicted.c_str(), mib(fp.bytes), mib(fp.carried),
-              mib(fp.working), mib(fp.window));
+  std::printf("  %-30s %10.1f MiB  stream, strips of %lld rows in %lld column pieces, %.2f s; infer %s (its baseline + "
+              "columns_footprint %.1f MiB = weights + 2 x (carried %.1f + working %.1f + 2 windows of %.1f + logits rows))\n",
+              "", s.peak_rss_mib, (long long)strip, (long long)columns, s.seconds, predicted.c_str(), mib(fp.bytes),
+              mib(fp.carried), mib(fp.working), mib(fp.window));
   return {{"stream_peak_rss_mib", s.peak_rss_mib}, {"stream_seconds", s.seconds}, {"strip", strip},
           {"stream_footprint_mib", mib(fp.bytes)}, {"carried_mib", mib(fp.carried)}, {"working_mib", mib(fp.working)},
-          {"window_mib", mib(fp.window)}, {"infer_predicted", predicted}};
+          {"window_mib", mib(fp.window)}, {"columns", columns}, {"infer_predicted", predicted}};
 }
 
 }  // namespace

@@ -57,6 +57,7 @@ void InferenceOptions::validate(const UNetOptions& model) const {
                 std::to_string(std::max<int64_t>(a, (tile / a) * a)));
   if (batch < 1) throw Error("--batch " + std::to_string(batch) + ": must be >= 1");
   if (strip < 0) throw Error("strip " + std::to_string(strip) + ": must be >= 0 (0: tiles)");
+  if (columns < 1) throw Error("columns " + std::to_string(columns) + ": must be >= 1");
   if (band < 0 || band % a != 0)
     throw Error("band " + std::to_string(band) + ": must be 0 (the whole image) or a positive multiple of " +
                 std::to_string(a) + " rows for this model");

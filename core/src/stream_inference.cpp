@@ -6,6 +6,8 @@
 // rows and the carried rows). A band starts ε rows above its first row, on the pooling grid,
 // so its rows are those of one pass over the whole image; it re-reads (and recomputes) that
 // halo once, and the rows below its last.
+#include <malloc.h>
+
 #include <chrono>
 #include <future>
 
@@ -17,13 +19,46 @@
 #include "tessera/core/progress.hpp"
 #include "tessera/core/stream_executor.hpp"
 #include "tessera/core/tensor_io.hpp"
+#include "tessera/core/tile_choice.hpp"
 
 namespace tessera {
 namespace {
 
+// Buffers from this size up are mapped on their own (glibc's mmap threshold, fixed: glibc
+// otherwise raises it to each mapped buffer freed, up to 32 MiB, and serves later ones from the
+// heap, which keeps their pages once freed); the tensor cache (cpu_tensor_cache.hpp) reuses
+// those of 1 MiB and more from strip to strip. Process-wide, from the first stream on.
+constexpr int64_t kStreamMmapThreshold = int64_t{1} << 20;
+
+// Column pieces run side by side, each on its share of the intra-op threads while it lives.
+class ThreadShare {
+ public:
+  explicit ThreadShare(int64_t pieces) : threads_(at::get_num_threads()) {
+    at::set_num_threads(std::max(1, threads_ / int(std::max<int64_t>(1, pieces))));
+  }
+  ~ThreadShare() { at::set_num_threads(threads_); }
+  ThreadShare(const ThreadShare&) = delete;
+  ThreadShare& operator=(const ThreadShare&) = delete;
+
+ private:
+  int threads_;
+};
+
+// One column piece of a band (cut along the second spatial axis: columns in 2-D, the rows of
+// each slice in 3-D): output columns [first, first + width) of the image, streamed through its
+// own executor over its own padded input (unet_whole_input of the band's rows × its width),
+// read from column first − ε. Its first column is on the pooling grid, so its columns are
+// those of one pass over the whole image (exact tiling's rule); it recomputes the ε columns
+// either side it shares with its neighbours.
+struct Piece {
+  int64_t first = 0, width = 0;
+  Index whole;
+};
+
+// The band's rows [first, first + rows) of its frame, read for every piece.
 struct Strip {
-  Box box;  // in image coordinates: frame rows [first, first + rows) start at the band's row −ε
-  Window window;
+  Box box;                      // of the first piece; every piece reads these rows
+  std::vector<Window> windows;  // by piece
 };
 
 // The valid masks of the band's rows read but not yet handed out, rows [first, first + rows).
@@ -31,14 +66,12 @@ struct ValidRows {
   torch::Tensor rows;
   int64_t first = 0;
 
-  // Keeps the band's pixels of a strip's window (its rows inside the band, cropped across).
-  void add(const Strip& s, const Box& band, int64_t halo) {
-    torch::Tensor v = s.window.valid;
-    for (int64_t a = 1; a < v.dim(); ++a) v = v.narrow(a, halo, band.size[static_cast<size_t>(a)]);
-    const int64_t lo = std::max<int64_t>(0, band.origin[0] - s.box.origin[0]);
-    const int64_t hi = std::min(s.box.size[0], band.origin[0] + band.size[0] - s.box.origin[0]);
+  // Keeps the band's pixels of a strip (its rows inside the band; `valid` already cropped across).
+  void add(const Box& strip, const torch::Tensor& valid, const Box& band) {
+    const int64_t lo = std::max<int64_t>(0, band.origin[0] - strip.origin[0]);
+    const int64_t hi = std::min(strip.size[0], band.origin[0] + band.size[0] - strip.origin[0]);
     if (hi <= lo) return;
-    v = v.narrow(0, lo, hi - lo);
+    const torch::Tensor v = valid.narrow(0, lo, hi - lo);
     rows = rows.defined() ? torch::cat({rows, v}, 0) : v;
   }
   torch::Tensor take(int64_t from, int64_t count) {
@@ -52,29 +85,86 @@ struct ValidRows {
 // What streaming one band ran.
 struct BandRun {
   int64_t strips = 0;
-  double read_pixels = 0;  // input pixels read, halo rows included
+  double read_pixels = 0;  // input pixels read, halo rows and columns included
   double flops = 0;
   int64_t peak_held_bytes = 0;
 };
 
-// The band's padded input: rows from its first row − ε, as tall as one pass over the band
-// needs, as wide as one pass over the whole image.
-Index band_input(const UNetOptions& model, const Box& band) { return unet_whole_input(model, band.size); }
+// The band's column pieces (column_widths).
+std::vector<Piece> band_pieces(const UNetOptions& model, const Box& band, int64_t count) {
+  std::vector<Piece> pieces;
+  int64_t first = 0;
+  for (int64_t width : column_widths(model, band.size, count)) {
+    Piece p;
+    p.first = first;
+    p.width = width;
+    Index sides = band.size;
+    sides[1] = width;
+    p.whole = unet_whole_input(model, sides);
+    pieces.push_back(p);
+    first += width;
+  }
+  return pieces;
+}
 
-// Streams band `index` (`band`: its rows across the whole image) through a fresh executor.
+// The pieces' valid masks of a strip, cropped across to the band's pixels and joined along
+// the second axis.
+torch::Tensor valid_across(const Strip& s, const std::vector<Piece>& pieces, const Box& band, int64_t halo) {
+  std::vector<torch::Tensor> parts;
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    torch::Tensor v = s.windows[k].valid.narrow(1, halo, pieces[k].width);
+    for (int64_t a = 2; a < v.dim(); ++a) v = v.narrow(a, halo, band.size[static_cast<size_t>(a)]);
+    parts.push_back(v);
+  }
+  return parts.size() == 1 ? parts.front() : torch::cat(parts, 1);
+}
+
+// Every piece's strip pushed through its executor, pieces but the last on worker threads
+// (each with `threads` intra-op threads), the last on this one; their output rows joined
+// across (every piece finishes the same rows: rows depend on the rows fed, not the width).
+torch::Tensor push_pieces(std::vector<StreamExecutor>& executors, const Strip& s, const std::vector<Piece>& pieces,
+                          int threads) {
+  auto push = [&](size_t k) {
+    const torch::Tensor out = executors[k].push(s.windows[k].values.unsqueeze(0));
+    return out.defined() && pieces.size() > 1 ? out.narrow(3, 0, pieces[k].width) : out;
+  };
+  std::vector<std::future<torch::Tensor>> others;
+  for (size_t k = 0; k + 1 < pieces.size(); ++k)
+    others.push_back(std::async(std::launch::async, [&, k] {
+      at::set_num_threads(threads);  // this thread's OpenMP team; the value every stream thread shares
+      c10::InferenceMode guard;
+      return push(k);
+    }));
+  std::vector<torch::Tensor> outs(pieces.size());
+  outs.back() = push(pieces.size() - 1);
+  for (size_t k = 0; k < others.size(); ++k) outs[k] = others[k].get();
+  if (!outs.front().defined() || outs.size() == 1) return outs.front();
+  return torch::cat(outs, 3);
+}
+
+// Streams band `index` (`band`: its rows across the whole image) through a fresh executor per
+// column piece.
 BandRun stream_band(UNet& net, const ImageSource& source, const Normalization& norm, const InferenceOptions& options,
                     int64_t index, const Box& band, const TileCallback& fn, const std::function<void()>& on_strip) {
   const UNetOptions& model = net->options();
-  const Index whole = band_input(model, band);
-  const int64_t halo = unet_halo(model);
-  StreamExecutor executor(net);
+  const std::vector<Piece> pieces = band_pieces(model, band, options.columns);
+  const int64_t halo = unet_halo(model), height = pieces.front().whole[0];
+  std::vector<StreamExecutor> executors;
+  executors.reserve(pieces.size());
+  for (size_t k = 0; k < pieces.size(); ++k) executors.emplace_back(net);
+  const int threads = at::get_num_threads();  // each piece's share (for_each_strip set it)
   auto read = [&](int64_t first) {
     Strip s;
-    s.box.origin = Index(band.size.size(), -halo);
-    s.box.origin[0] = band.origin[0] + first - halo;
-    s.box.size = whole;
-    s.box.size[0] = std::min(options.strip, whole[0] - first);
-    s.window = read_window(source, s.box, norm);
+    for (const Piece& p : pieces) {
+      Box box;
+      box.origin = Index(band.size.size(), -halo);
+      box.origin[0] = band.origin[0] + first - halo;
+      box.origin[1] = p.first - halo;
+      box.size = p.whole;
+      box.size[0] = std::min(options.strip, height - first);
+      if (s.windows.empty()) s.box = box;
+      s.windows.push_back(read_window(source, box, norm));
+    }
     return s;
   };
   const auto policy = options.prefetch ? std::launch::async : std::launch::deferred;
@@ -84,12 +174,15 @@ BandRun stream_band(UNet& net, const ImageSource& source, const Normalization& n
   int64_t fed = 0, finished = 0;  // input rows of the band's frame, output rows of the band
   BandRun run;
   while (finished < band.size[0]) {
-    TESSERA_CHECK(fed < whole[0]);
+    TESSERA_CHECK(fed < height);
     const Strip strip = next.get();
     fed += strip.box.size[0];
-    if (fed < whole[0]) next = std::async(policy, read, fed);
-    valid.add(strip, band, halo);
-    const torch::Tensor out = executor.push(strip.window.values.unsqueeze(0));
+    if (fed < height) next = std::async(policy, read, fed);
+    valid.add(strip.box, valid_across(strip, pieces, band, halo), band);
+    const torch::Tensor out = push_pieces(executors, strip, pieces, threads);
+    int64_t held = 0;
+    for (const StreamExecutor& e : executors) held += e.held_bytes();
+    run.peak_held_bytes = std::max(run.peak_held_bytes, held);
     ++run.strips;
     on_strip();
     if (!out.defined()) continue;
@@ -107,10 +200,12 @@ BandRun stream_band(UNet& net, const ImageSource& source, const Normalization& n
     fn(t, logits, valid.take(t.inset.origin[0], n));
     finished += n;
   }
-  run.read_pixels = double(fed);
-  for (size_t a = 1; a < whole.size(); ++a) run.read_pixels *= double(whole[a]);
-  run.flops = executor.flops();
-  run.peak_held_bytes = executor.peak_held_bytes();
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    double pixels = double(fed);
+    for (size_t a = 1; a < pieces[k].whole.size(); ++a) pixels *= double(pieces[k].whole[a]);
+    run.read_pixels += pixels;
+    run.flops += executors[k].flops();
+  }
   return run;
 }
 
@@ -133,8 +228,12 @@ InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Norma
   c10::InferenceMode guard;
   const auto start = std::chrono::steady_clock::now();
   int64_t strips_total = 0;
-  for (const Box& b : bands) strips_total += (band_input(model, b)[0] + options.strip - 1) / options.strip;
+  for (const Box& b : bands) strips_total += (unet_whole_input(model, b.size)[0] + options.strip - 1) / options.strip;
   ProgressBar bar("infer", strips_total, "strips", options.progress);
+  const ThreadShare share(options.columns);
+  // The strips' buffers come and go; mapped, they go back to the system instead of staying in
+  // the heap (4096 × 512, 56-row strips: 394 against 496 MiB peak RSS, docs/streaming.md).
+  mallopt(M_MMAP_THRESHOLD, int(kStreamMmapThreshold));
   InferenceReport report;
   double flops = 0, read_pixels = 0;
   int64_t sequential = 0;

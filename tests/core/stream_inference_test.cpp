@@ -158,19 +158,24 @@ TEST(StreamedInference, LogitsAndLabelsEqualTheWholeImageForwardAndTheTiles) {
   for (int threads : {1, 2}) {
     torch::set_num_threads(threads);
     for (int64_t strip : {8, 29, 200}) {
-      SCOPED_TRACE("threads " + std::to_string(threads) + ", strip " + std::to_string(strip));
-      const auto options = InferenceOptions().with_strip(strip).with_progress(false);
-      const torch::Tensor logits = infer_logits(net, image, norm, options);
-      ASSERT_FALSE(torch::isnan(logits).any().item<bool>()) << "a row was never written";
-      EXPECT_LE(relative_error(logits, reference), kRelative);
-      EXPECT_LE((torch::softmax(logits, 0) - torch::softmax(reference, 0)).abs().max().item<double>(), kRelative);
-      MemorySink sink(extent);
-      const InferenceReport r = infer_labels(net, image, norm, sink, options);
-      for (int w : sink.writes) ASSERT_EQ(w, 1);
-      EXPECT_EQ(sink.labels, tiled.labels);
-      EXPECT_EQ(sink.labels[5 * 37 + 2], kNoDataLabel);
-      EXPECT_LE(r.recompute, 1.05);
-      EXPECT_GT(r.recompute, 0.9);
+      for (int64_t columns : {1, 2, 3}) {
+        SCOPED_TRACE("threads " + std::to_string(threads) + ", strip " + std::to_string(strip) + ", columns " +
+                     std::to_string(columns));
+        const auto options = InferenceOptions().with_strip(strip).with_columns(columns).with_progress(false);
+        const torch::Tensor logits = infer_logits(net, image, norm, options);
+        ASSERT_FALSE(torch::isnan(logits).any().item<bool>()) << "a row was never written";
+        EXPECT_LE(relative_error(logits, reference), kRelative);
+        EXPECT_LE((torch::softmax(logits, 0) - torch::softmax(reference, 0)).abs().max().item<double>(), kRelative);
+        MemorySink sink(extent);
+        const InferenceReport r = infer_labels(net, image, norm, sink, options);
+        for (int w : sink.writes) ASSERT_EQ(w, 1);
+        EXPECT_EQ(sink.labels, tiled.labels);
+        EXPECT_EQ(sink.labels[5 * 37 + 2], kNoDataLabel);
+        EXPECT_LE(r.recompute, column_recompute(o, extent, columns) + 1e-9);  // a hair under: the pass stops early
+        EXPECT_GT(r.recompute, 0.9 * column_recompute(o, extent, columns));
+        EXPECT_EQ(r.held_bytes, columns_footprint(o, extent, strip, columns).carried);
+        EXPECT_EQ(torch::get_num_threads(), threads);  // the pieces' share restored
+      }
     }
   }
   torch::set_num_threads(1);
@@ -178,13 +183,14 @@ TEST(StreamedInference, LogitsAndLabelsEqualTheWholeImageForwardAndTheTiles) {
 
 // Sample-parallel ranks take bands of rows and stream each from ε rows above it: taken in
 // any order (as ranks take them), their rows equal one pass over the whole image.
-void expect_bands_equal_the_whole_image(const UNetOptions& o, const Index& extent, int64_t band, int64_t strip) {
+void expect_bands_equal_the_whole_image(const UNetOptions& o, const Index& extent, int64_t band, int64_t strip,
+                                        int64_t columns = 1) {
   torch::manual_seed(20);
   UNet net(o);
   MemoryImage image(extent, o.in_channels, pattern);
   const auto norm = identity_normalization(o.in_channels);
   const torch::Tensor whole = infer_logits(net, image, norm, InferenceOptions().with_strip(strip).with_progress(false));
-  const auto options = InferenceOptions().with_strip(strip).with_band(band).with_progress(false);
+  const auto options = InferenceOptions().with_strip(strip).with_band(band).with_columns(columns).with_progress(false);
   const std::vector<Box> bands = work_insets(o, extent, options);
   ASSERT_GE(bands.size(), 3u);
   std::vector<int64_t> order;  // the last band first, then every other one
@@ -209,7 +215,7 @@ void expect_bands_equal_the_whole_image(const UNetOptions& o, const Index& exten
   EXPECT_TRUE(got.argmax(0).equal(whole.argmax(0)));
   // Each band re-reads and recomputes its halo once: more than one pass, at most the bound.
   EXPECT_GT(r.recompute, 1.0);
-  EXPECT_LE(r.recompute, band_recompute(o, extent, band) + 1e-9);
+  if (columns == 1) EXPECT_LE(r.recompute, band_recompute(o, extent, band) + 1e-9);
 }
 
 TEST(StreamedInference, BandsTakenInAnyOrderEqualTheWholeImage) {
@@ -219,6 +225,9 @@ TEST(StreamedInference, BandsTakenInAnyOrderEqualTheWholeImage) {
   expect_bands_equal_the_whole_image(UNetOptions(tiny).with_norm(Norm::kBatch), {5 * a, 19}, a, 5);
   const UNetOptions vol = unet_preset("unet3d-tiny").with_base_filters(2).with_in_channels(1).with_classes(2);
   expect_bands_equal_the_whole_image(vol, {4 * unet_alignment(vol) + 1, 9, 7}, unet_alignment(vol), 3);
+  // Column pieces side by side within each band (2-D columns; in 3-D the rows of each slice).
+  expect_bands_equal_the_whole_image(tiny, {8 * a + 3, 29}, 2 * a, 16, 2);
+  expect_bands_equal_the_whole_image(vol, {4 * unet_alignment(vol) + 1, 19, 7}, unet_alignment(vol), 3, 3);
 }
 
 TEST(StreamedInference, BandRowsSplitTheImageOnThePoolingGrid) {
@@ -233,6 +242,8 @@ TEST(StreamedInference, BandRowsSplitTheImageOnThePoolingGrid) {
     EXPECT_LE(work_insets(o, {333, 200}, InferenceOptions().with_strip(a).with_band(band)).size(), size_t(ranks));
   }
   EXPECT_THROW(InferenceOptions().with_strip(a).with_band(a + 1).validate(o), Error);
+  EXPECT_THROW(InferenceOptions().with_strip(a).with_columns(0).validate(o), Error);
+  EXPECT_NO_THROW(InferenceOptions().with_strip(a).with_columns(3).validate(o));
 }
 
 TEST(StreamedInference, TilesRecomputeWhatAStreamComputesOnce) {
@@ -256,16 +267,20 @@ namespace tessera {
 namespace {
 
 TEST(StripChoice, ShortestStripPredictedNearOnePassWithinTheBudget) {
+  // 512 wide on 8 threads: one column piece (more would recompute more than allowed), so
+  // the strip's rows set its time on every thread.
   const UNetOptions o = unet_preset("unet-tiny");
-  const Index extent{4096, 4096};
+  const Index extent{4096, 512};
+  ASSERT_EQ(stream_columns(o, extent, 8), 1);
   const int64_t alignment = unet_alignment(o);
   const Index whole = unet_whole_input(o, extent);
-  const auto time = [&](int64_t strip, int threads = 2) { return stream_time_factor(o, whole, strip, threads); };
-  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
+  const auto time = [&](int64_t strip, int threads = 8) { return stream_time_factor(o, whole, strip, threads); };
+  const StripChoice roomy = choose_strip(o, extent, int64_t{64} << 30, 0, 8);
+  EXPECT_EQ(roomy.columns, 1);
   EXPECT_EQ(roomy.strip % alignment, 0);
   EXPECT_DOUBLE_EQ(roomy.predicted_time, time(roomy.strip));
   EXPECT_LE(roomy.predicted_time, kStreamTimeTarget);
-  EXPECT_GT(time(roomy.strip - alignment), kStreamTimeTarget);  // 4096 wide: the time, not the pixels, sets it
+  EXPECT_GT(time(roomy.strip - alignment), kStreamTimeTarget);  // the time, not the pixels, sets it
   EXPECT_GT(roomy.strip * whole[1], kStreamStripPixels);
   // A narrow image: strips as tall as kStreamStripPixels allows, though shorter ones would do.
   const StripChoice narrow = choose_strip(o, {4096, 256}, int64_t{64} << 30, 0, 1);
@@ -279,28 +294,68 @@ TEST(StripChoice, ShortestStripPredictedNearOnePassWithinTheBudget) {
   const Index cube = unet_whole_input(v, {256, 256, 256});
   EXPECT_LT(stream_time_factor(v, cube, unet_alignment(v), 2), kStreamTimeTarget);
   EXPECT_EQ(choose_strip(v, {256, 256, 256}, int64_t{64} << 30, 0, 2).strip, unet_alignment(v));
+  EXPECT_EQ(choose_strip(v, {256, 256, 256}, int64_t{64} << 30, 0, 2).columns, 1);  // ε = 92: pieces recompute 1.4x
   EXPECT_GT(time(alignment), time(2 * alignment));
   EXPECT_GT(time(alignment, 2), time(alignment, 1));  // more threads idle on a thin slab
-  EXPECT_GT(choose_strip(o, extent, int64_t{64} << 30, 0, 4).strip, roomy.strip);
-  EXPECT_LT(choose_strip(o, extent, int64_t{64} << 30, 0, 1).strip, roomy.strip);
+  EXPECT_LT(choose_strip(o, extent, int64_t{64} << 30, 0, 2).strip, roomy.strip);
   EXPECT_GT(time(4 * roomy.strip), 1.0);
   EXPECT_LT(time(4 * roomy.strip), roomy.predicted_time);
   // A budget below the roomy prediction: a shorter strip, predicted within it, saying so.
-  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0, 2);
+  const StripChoice tight = choose_strip(o, extent, roomy.predicted_bytes - 1, 0, 8);
   EXPECT_LT(tight.strip, roomy.strip);
   EXPECT_LE(tight.predicted_bytes, tight.budget_bytes);
   EXPECT_NE(tight.reason.find("do not fit"), std::string::npos) << tight.reason;
   EXPECT_NE(tight.summary().find("strips of " + std::to_string(tight.strip) + " rows"), std::string::npos);
   // Nothing fits: the alignment, saying so.
-  const StripChoice none = choose_strip(o, extent, 1, 0, 2);
+  const StripChoice none = choose_strip(o, extent, 1, 0, 8);
   EXPECT_EQ(none.strip, alignment);
   EXPECT_NE(none.reason.find("exceeds"), std::string::npos) << none.reason;
   // Carried rows grow with the width, not the height.
-  const Index tall{16384, 4096};
+  const Index square{4096, 4096}, tall{16384, 4096};
   EXPECT_EQ(stream_footprint(o, unet_whole_input(o, tall), 24).carried,
-            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+            stream_footprint(o, unet_whole_input(o, square), 24).carried);
   EXPECT_GT(stream_footprint(o, unet_whole_input(o, {4096, 8192}), 24).carried,
-            stream_footprint(o, unet_whole_input(o, extent), 24).carried);
+            stream_footprint(o, unet_whole_input(o, square), 24).carried);
+}
+
+// Two threads on a wide image: two column pieces side by side, one thread each, their time
+// what one thread's strips take times what their shared columns recompute.
+TEST(StripChoice, ColumnPiecesSideBySideWhereTheyRecomputeLittle) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  const int64_t alignment = unet_alignment(o);
+  const Index extent{4096, 4096};
+  for (int64_t count : {1, 2, 3, 5}) {
+    const std::vector<int64_t> widths = column_widths(o, {100, 333}, count);
+    int64_t sum = 0;
+    for (size_t k = 0; k < widths.size(); ++k) {
+      sum += widths[k];
+      if (k + 1 < widths.size()) EXPECT_EQ(widths[k] % alignment, 0) << "piece " << k << " of " << count;
+    }
+    EXPECT_EQ(sum, 333);
+    EXPECT_LE(int64_t(widths.size()), count);
+  }
+  EXPECT_DOUBLE_EQ(column_recompute(o, extent, 1), 1.0);
+  EXPECT_LT(column_recompute(o, extent, 2), kStreamColumnRecompute);
+  EXPECT_GT(column_recompute(o, extent, 2), 1.0);
+  EXPECT_GT(column_recompute(o, {4096, 512}, 2), kStreamColumnRecompute);
+  EXPECT_EQ(stream_columns(o, extent, 1), 1);
+  EXPECT_EQ(stream_columns(o, {4096, 512}, 2), 1);
+  for (int64_t width : {512, 1024, 2048, 4096, 8192})
+    std::printf("unet-tiny, %lld wide: 2 column pieces recompute %.4fx, 4 pieces %.4fx\n", (long long)width,
+                column_recompute(o, {4096, width}, 2), column_recompute(o, {4096, width}, 4));
+  ASSERT_EQ(stream_columns(o, extent, 2), 2);
+  const StripChoice two = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
+  EXPECT_EQ(two.columns, 2);
+  const Index piece = unet_whole_input(o, {4096, column_widths(o, extent, 2).front()});
+  EXPECT_DOUBLE_EQ(two.predicted_time, column_recompute(o, extent, 2) * stream_time_factor(o, piece, two.strip, 1));
+  EXPECT_NE(two.summary().find("2 column pieces"), std::string::npos) << two.summary();
+  // The pieces' footprint: their parts summed, the weights once.
+  const StreamFootprint both = columns_footprint(o, extent, two.strip, 2);
+  const StreamFootprint half = stream_footprint(o, piece, two.strip);
+  EXPECT_GT(both.carried, half.carried);
+  EXPECT_LT(both.bytes, 2 * half.bytes);  // the weights once
+  EXPECT_EQ(columns_footprint(o, extent, two.strip, 1).carried,
+            stream_footprint(o, unet_whole_input(o, extent), two.strip).carried);
 }
 
 TEST(ModeChoice, AutoStreamsWhereItsPredictedTimeBeatsTheTiles) {

@@ -17,6 +17,13 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+constexpr int64_t kWeightBytes = 4;  // float32, as stream_footprint counts them
+
+// Peak resident bytes above the baseline per byte of a stream's tensors (carried rows, the
+// working strip, two windows, the logits rows: stream_footprint's parts), with glibc's mmap
+// threshold fixed as for_each_strip fixes it (docs/streaming.md, "Memory").
+constexpr double kStreamResidentFactor = 2.0;
+
 // "1.08x"
 std::string times(double f) {
   char s[32];
@@ -223,6 +230,47 @@ double band_recompute(const UNetOptions& model, const Index& extent, int64_t ban
   return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
 }
 
+std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent, int64_t count) {
+  TESSERA_CHECK(count >= 1 && extent.size() >= 2);
+  const int64_t across = extent[1];
+  const int64_t width = std::min(across, round_up((across + count - 1) / count, unet_alignment(model)));
+  std::vector<int64_t> widths;
+  for (int64_t first = 0; first < across; first += width) widths.push_back(std::min(width, across - first));
+  return widths;
+}
+
+double column_recompute(const UNetOptions& model, const Index& extent, int64_t count) {
+  if (count <= 1) return 1;
+  double flops = 0;
+  for (int64_t width : column_widths(model, extent, count)) {
+    Index piece = extent;
+    piece[1] = width;
+    flops += box_layer_sequence(model, unet_whole_input(model, piece)).flops();
+  }
+  return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
+}
+
+StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns) {
+  StreamFootprint sum;
+  int64_t pieces = 0;
+  for (int64_t width : column_widths(model, extent, columns)) {
+    Index piece = extent;
+    piece[1] = width;
+    const StreamFootprint f = stream_footprint(model, unet_whole_input(model, piece), strip);
+    sum.carried += f.carried;
+    sum.working += f.working;
+    sum.window += f.window;
+    sum.bytes += f.bytes;
+    ++pieces;
+  }
+  // Each piece's bytes are its weights + kInferenceAllocatorSlack × its tensors: the weights
+  // once, the tensors at the stream's own factor.
+  const int64_t weights = kWeightBytes * unet_parameter_count(model);
+  const double tensors = double(sum.bytes - pieces * weights) / kInferenceAllocatorSlack;
+  sum.bytes = weights + std::llround(kStreamResidentFactor * tensors);
+  return sum;
+}
+
 double stream_time_factor(const UNetOptions& model, const Index& whole_input, int64_t strip, int threads) {
   TESSERA_CHECK(strip >= 1 && threads >= 1 && static_cast<int>(whole_input.size()) == model.dims);
   // The levels' shares of the image's FLOPs; in 3-D each slab slice adds its rows across.
@@ -244,33 +292,49 @@ std::string StripChoice::summary() const {
   return "strips of " + std::to_string(strip) + " rows (" + reason + ")";
 }
 
+int64_t stream_columns(const UNetOptions& model, const Index& extent, int threads) {
+  for (int pieces = threads; pieces >= 2; --pieces)
+    if (threads % pieces == 0 && int64_t(column_widths(model, extent, pieces).size()) == pieces &&
+        column_recompute(model, extent, pieces) <= kStreamColumnRecompute)
+      return pieces;
+  return 1;
+}
+
 StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t memory_budget, int64_t baseline_bytes,
                          int threads) {
   StripChoice c;
   c.budget_bytes = memory_budget > 0 ? memory_budget : default_memory_budget();
+  c.columns = stream_columns(model, extent, threads);
   const Index whole = unet_whole_input(model, extent);
+  Index piece = extent;  // the widest column piece: its time per row
+  piece[1] = column_widths(model, extent, c.columns).front();
+  const Index piece_whole = unet_whole_input(model, piece);
+  const int per_piece = std::max(1, threads / int(c.columns));
+  const double columns = column_recompute(model, extent, c.columns);
+  auto time = [&](int64_t strip) { return columns * stream_time_factor(model, piece_whole, strip, per_piece); };
   const int64_t alignment = unet_alignment(model);
   const std::string budget = format_bytes(c.budget_bytes) + " budget";
   const int64_t tallest = round_up(whole[0], alignment);
   int64_t across = 1;
   for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
   int64_t top = std::max(alignment, std::min(kStreamStripPixels / across, tallest) / alignment * alignment);
-  while (top < tallest && stream_time_factor(model, whole, top, threads) > kStreamTimeTarget) top += alignment;
+  while (top < tallest && time(top) > kStreamTimeTarget) top += alignment;
+  const std::string pieces = c.columns > 1 ? std::to_string(c.columns) + " column pieces side by side, " : "";
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {
-    const StreamFootprint f = stream_footprint(model, whole, strip);
+    const StreamFootprint f = columns_footprint(model, extent, strip, c.columns);
     c.strip = strip;
     c.predicted_bytes = baseline_bytes + f.bytes;
     c.carried_bytes = f.carried;
-    c.predicted_time = stream_time_factor(model, whole, strip, threads);
+    c.predicted_time = time(strip);
     if (c.predicted_bytes <= c.budget_bytes) {
-      c.reason = "predicted " + times(c.predicted_time) + " one pass's time" +
+      c.reason = pieces + "predicted " + times(c.predicted_time) + " one pass's time" +
                  (strip < top ? " (the " + std::to_string(top) + " rows for " + times(kStreamTimeTarget) + " do not fit)"
                               : "") +
                  "; " + format_bytes(c.predicted_bytes) + " within the " + budget;
       return c;
     }
   }
-  c.reason = "smallest strip, predicted " + times(c.predicted_time) + " one pass's time; predicted " +
+  c.reason = pieces + "smallest strip, predicted " + times(c.predicted_time) + " one pass's time; predicted " +
              format_bytes(c.predicted_bytes) + " exceeds the " + budget;
   return c;
 }

@@ -38,6 +38,8 @@ struct InferenceOptions {
   int64_t band = 0;       ///< streamed: output rows per band, a multiple of 2^(L-1); each band streams on its
                           ///< own from ε rows above it (re-reading its halo once, exchanging nothing), so
                           ///< sample-parallel ranks can take bands; 0: the whole image is one band
+  int64_t columns = 1;    ///< streamed: column pieces run side by side (column_widths, tile_choice.hpp), each
+                          ///< through its own executor on its share of the intra-op threads
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
   ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
@@ -47,6 +49,7 @@ struct InferenceOptions {
   InferenceOptions& with_strip(int64_t v) { strip = v; return *this; }
   InferenceOptions& with_sliding(SlidingWindowOptions v) { sliding = std::move(v); return *this; }
   InferenceOptions& with_band(int64_t v) { band = v; return *this; }
+  InferenceOptions& with_columns(int64_t v) { columns = v; return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
   InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 

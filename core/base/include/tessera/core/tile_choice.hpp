@@ -12,8 +12,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "tessera/core/geometry.hpp"
+#include "tessera/core/memory_model.hpp"
 #include "tessera/core/unet_spec.hpp"
 
 namespace tessera {
@@ -94,6 +96,31 @@ int64_t band_rows(const UNetOptions& model, const Index& extent, int ranks);
 /// stops at its last row). 1 for `band` 0.
 double band_recompute(const UNetOptions& model, const Index& extent, int64_t band);
 
+/// The widths of the column pieces a stream cuts an image of `extent` into along its second
+/// axis (columns in 2-D, the rows of each slice in 3-D) to run them side by side, one intra-op
+/// thread share each (InferenceOptions::columns): `count` pieces whose first columns are on the
+/// pooling grid 2^(L−1) (so their columns are those of one pass over the whole image, as exact
+/// tiles' are), all but the last as wide as ⌈extent[1] / count⌉ rounded up to the grid; fewer
+/// where the image is too narrow for that many.
+std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent, int64_t count);
+
+/// FLOPs of one pass over each column piece's padded input (unet_whole_input of the image's
+/// rows × the piece's width) / FLOPs of one pass over the whole padded image: what the pieces'
+/// shared ε columns recompute. 1 for one piece.
+double column_recompute(const UNetOptions& model, const Index& extent, int64_t count);
+
+/// The footprint of a stream over an image `extent` in strips of `strip` rows cut into
+/// `columns` pieces side by side (column_widths): each piece's stream_footprint over its own
+/// padded input, the parts summed (the pieces run at once); `bytes` = the weights once + the
+/// parts' tensor bytes times the stream's resident factor (tile_choice.cpp, measured with
+/// glibc's mmap threshold fixed as the stream fixes it: docs/streaming.md, "Memory"), not
+/// memory_model.hpp's kInferenceAllocatorSlack. What `tessera infer` predicts for a stream.
+StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns);
+
+/// Column pieces are used only while they recompute at most this much (issue 32's ≤ 1.05× the
+/// useful work, with the rows' own margin): at 4096 wide two pieces of unet-tiny recompute 1.02×.
+inline constexpr double kStreamColumnRecompute = 1.04;
+
 /// Predicted time of a stream in strips of `strip` input rows (slices) over a padded input
 /// of `whole_input` sides, on `threads` intra-op threads, relative to one forward pass over
 /// the whole image at a tile's operator speed. Each convolution re-reads and copies its K − 1
@@ -106,9 +133,14 @@ double band_recompute(const UNetOptions& model, const Index& extent, int64_t ban
 /// Tiles' time is their recompute (tile_recompute) at a tile's speed; `--mode auto`
 /// compares the two (choose_mode).
 double stream_time_factor(const UNetOptions& model, const Index& whole_input, int64_t strip, int threads);
-/// r₀ above, in rows, fitted to unet-tiny at 4096 wide (docs/streaming.md): one thread,
-/// strips of 8 to 192 rows against tiles of 384 (CPU seconds) → 0.3; two threads on a quiet
-/// host, 24-row strips 1.10× the time of tiles of 384 (recompute 1.45×) → r₀ ≈ 3.8.
+/// r₀ above, in rows. How each constant was obtained (docs/streaming.md, "Strip height"):
+/// kStreamRowOverhead from one probe on one thread, unet-tiny at 4096 wide, strips of 8 to
+/// 192 rows timed in CPU seconds against each other (8-row strips 13 % slower than 192-row
+/// ones) → 0.3; it prices what one thread loses per strip and is what column pieces (one
+/// thread each) run at. kStreamThreadRowOverhead from one two-thread run on a quiet host
+/// (24-row strips at 1.10× the time of tiles of 384, which recompute 1.45×) → r₀ ≈ 3.8 for
+/// two threads sharing a slab; a single measurement, not checked against another, and used
+/// only where a stream runs one piece on several threads (narrow images, 3-D).
 inline constexpr double kStreamRowOverhead = 0.3;
 inline constexpr double kStreamThreadRowOverhead = 3.5;
 /// A strip of at most this many input pixels (rows × the padded width across) costs little
@@ -119,7 +151,9 @@ inline constexpr int64_t kStreamStripPixels = int64_t{1} << 17;
 inline constexpr double kStreamTimeTarget = 1.2;
 
 /// Streamed inference (core/stream_executor.hpp) cuts the image into strips of rows (slices),
-/// not tiles: the shortest strip (a multiple of the alignment 2^(L-1)) predicted within
+/// not tiles, and each strip into stream_columns() column pieces side by side; its time is
+/// column_recompute × stream_time_factor of the widest piece on threads / pieces threads, its
+/// footprint columns_footprint. The shortest strip (a multiple of the alignment 2^(L-1)) predicted within
 /// kStreamTimeTarget of one pass's time, or the tallest of at most kStreamStripPixels where
 /// that is taller; when its footprint (memory_model.hpp's stream_footprint of the strip
 /// height, the padded width across and the channels, on top of what the process holds
@@ -127,6 +161,7 @@ inline constexpr double kStreamTimeTarget = 1.2;
 /// none does, saying so.
 struct StripChoice {
   int64_t strip = 0;            ///< input rows (slices) per strip: InferenceOptions::strip
+  int64_t columns = 1;          ///< column pieces run side by side: InferenceOptions::columns
   int64_t predicted_bytes = 0;  ///< stream_footprint's bytes + the baseline
   int64_t carried_bytes = 0;    ///< of which carried rows and skip buffers (unscaled)
   int64_t budget_bytes = 0;
@@ -136,6 +171,12 @@ struct StripChoice {
   /// "strips of 32 rows (predicted 1.08x one pass's time; 310 MiB within the 2 GiB budget)".
   std::string summary() const;
 };
+
+/// The column pieces a stream of `model` over `extent` runs side by side on `threads` intra-op
+/// threads: the most pieces (a divisor of `threads`, each then on threads / pieces of them)
+/// whose shared columns recompute at most kStreamColumnRecompute (column_recompute); 1 when
+/// none does or `threads` is 1.
+int64_t stream_columns(const UNetOptions& model, const Index& extent, int threads);
 
 /// The strip for `model` on an image `extent`; `memory_budget` 0: default_memory_budget().
 /// `threads`: the intra-op threads the stream will run on (stream_time_factor).
