@@ -6,13 +6,13 @@
 // rows and the carried rows). A band starts ε rows above its first row, on the pooling grid,
 // so its rows are those of one pass over the whole image; it re-reads (and recomputes) that
 // halo once, and the rows below its last.
-#include <malloc.h>
 
 #include <chrono>
 #include <future>
 
 #include <torch/torch.h>
 
+#include "tessera/run/process_memory.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/memory_model.hpp"
 #include "tessera/core/inference.hpp"
@@ -233,7 +233,7 @@ InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Norma
   const ThreadShare share(options.columns);
   // The strips' buffers come and go; mapped, they go back to the system instead of staying in
   // the heap (4096 × 512, 56-row strips: 394 against 496 MiB peak RSS, docs/streaming.md).
-  mallopt(M_MMAP_THRESHOLD, int(kStreamMmapThreshold));
+  fix_mmap_threshold(kStreamMmapThreshold);
   InferenceReport report;
   double flops = 0, read_pixels = 0;
   int64_t sequential = 0;
