@@ -223,6 +223,7 @@ torch::Tensor StreamExecutor::concat(int i, const torch::Tensor& x) {
   int64_t& done = consumed_[static_cast<size_t>(i)];
   // Decoder row j meets encoder row j + c; the encoder is ahead, so its rows are here. Both
   // halves are copied once, into the next convolution's input where one follows.
+  TESSERA_CHECK(!skip_[e].chunks.empty());  // the encoder is ahead: its rows are here (a misaligned strip is not)
   const int64_t n = x.size(2), skip_channels = skip_[e].chunks.front().size(1);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape[1] += skip_channels;

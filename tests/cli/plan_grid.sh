@@ -94,6 +94,11 @@ fi
 plan --image 10000x10000 --domains 7 --devices 1200 --device-memory 16 > "$W/d7.txt" 2> "$W/err" || fail "7 domains: $(cat "$W/err")"
 grep -q "domains: 7 groups of $((1200 / 7)) devices.*($((1200 % 7)) of the 1200 devices left idle" "$W/d7.txt" &&
   pass "7 domains on 1200 devices: $((1200 % 7)) said idle" || fail "7 domains: no idle devices said: $(grep 'domains:' "$W/d7.txt")"
+# unet-small with `same` padding (its receptive radius 92 is rounded to an aligned halo): plans.
+"$T" plan --model unet-small --padding same --train --image 10000x10000 --domains 3 --devices 1200 --device-memory 16 \
+  > "$W/small.txt" 2> "$W/err" && grep -q "  - chosen: dp" "$W/small.txt" &&
+  pass "unet-small, same padding: $(grep -m1 '  - chosen:' "$W/small.txt" | sed 's/^ *//')" ||
+  fail "unet-small, same padding: $(cat "$W/err") $(tail -2 "$W/small.txt")"
 "$T" plan --model unet-small --image 512x512 --domains 5 --devices 4 > /dev/null 2> "$W/err" &&
   fail "--domains 5 on 4 devices accepted" ||
   { grep -q -- "--domains must be in 1" "$W/err" && pass "--domains 5 on 4 devices refused: $(cat "$W/err")" ||

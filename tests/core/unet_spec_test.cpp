@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tessera/core/error.hpp"
 
 namespace tessera {
@@ -45,6 +47,20 @@ TEST(UNetSpec, SamePaddingKeepsSizes) {
   EXPECT_EQ(unet_output_size(o, 256), 256);
   EXPECT_EQ(unet_remainder(o), 0);
   EXPECT_EQ(unet_halo(o), 44);  // receptive-field radius cropped per side
+}
+
+// `same` padding: the tiler reads S + 2·halo for an aligned inset S, which must itself be an
+// input the network takes (a multiple of the alignment) — unet-small's radius 92 is not (184 is
+// 8 mod 16), so its halo is rounded up to 96; never below the radius the crop needs.
+TEST(UNetSpec, SamePaddingHaloKeepsEveryAlignedTileAValidInput) {
+  for (const std::string& name : unet_preset_names()) {
+    const UNetOptions valid = unet_preset(name);
+    const UNetOptions same = UNetOptions(valid).with_padding(Padding::kSame);
+    const int64_t a = unet_alignment(same), h = unet_halo(same);
+    EXPECT_GE(h, unet_halo(valid)) << name;
+    EXPECT_LT(h, unet_halo(valid) + a) << name;
+    for (int64_t s = a; s <= 8 * a; s += a) EXPECT_EQ(unet_output_size(same, s + 2 * h), s + 2 * h) << name << " S " << s;
+  }
 }
 
 TEST(UNetSpec, ValidateNamesTheBadField) {

@@ -216,6 +216,16 @@ TEST(AutoPlan, PlanSetsKeysTheFileAndFlagsLeave) {
   r.time_budget_s = 3600;
   EXPECT_EQ(apply_auto_plan(longer, "", {}, {}, r).time_budget_s, 3600);
   EXPECT_GT(longer.train.augmentation.elastic, 0);
+  // A preset named by the file keeps the network, and the patch and batch sized for the plan's
+  // own U-Net are not forced on it.
+  RunConfig named;
+  named.data.dataset = d.root.string();
+  named.train.tile = 20;
+  named.train.batch = 3;
+  r.time_budget_s = 0;
+  apply_auto_plan(named, "", {"model", "model.preset"}, {}, r);
+  EXPECT_EQ(named.train.tile, 20);
+  EXPECT_EQ(named.train.batch, 3);
 }
 
 // --time-budget's shape rule on a 3-D plan of 80³ tiles, 5 levels, 32 filters, batch 4, for a
@@ -268,7 +278,7 @@ TEST(AutoPlan, TimeBudgetReadsDurations) {
   EXPECT_DOUBLE_EQ(parse_time_budget("1h30m"), 5400);
   EXPECT_DOUBLE_EQ(parse_time_budget("90s"), 90);
   EXPECT_DOUBLE_EQ(parse_time_budget("45"), 45);
-  for (const char* bad : {"", "5x", "m", "0", "1h-2m"}) EXPECT_THROW(parse_time_budget(bad), Error) << bad;
+  for (const char* bad : {"", "5x", "m", "0", "1h-2m", "1.2.3h", "1h30"}) EXPECT_THROW(parse_time_budget(bad), Error) << bad;
 }
 
 }  // namespace

@@ -132,11 +132,16 @@ int64_t unet_alignment(const UNetOptions& o) { return int64_t{1} << (o.levels - 
 
 int64_t unet_halo(const UNetOptions& o) {
   // Walk the network as if it were `valid` from the smallest input that survives; for
-  // `same` padding this is the receptive-field radius the tiler crops.
+  // `same` padding this is the receptive-field radius the tiler crops, rounded up so that an
+  // aligned inset plus both halos stays a multiple of the alignment (unet-small: 92 → 96).
   UNetOptions v = o;
   v.padding = Padding::kValid;
   for (int64_t in = 1; in < (int64_t{1} << 24); ++in) {
-    if (auto out = walk(v, in, v.kernel - 1)) return (in - *out) / 2;
+    auto out = walk(v, in, v.kernel - 1);
+    if (!out) continue;
+    const int64_t halo = (in - *out) / 2, half = unet_alignment(o) / 2;
+    if (o.padding != Padding::kSame || (2 * halo) % unet_alignment(o) == 0 || half == 0) return halo;
+    return (halo + half - 1) / half * half;
   }
   throw Error("model: no valid input size (too many levels for this kernel)");
 }

@@ -71,12 +71,12 @@ std::string choice_why(const TrainingPlan& p, const std::string& key) {
   return "";
 }
 
-// The network: the plan's U-Net unless the file or a flag names a preset or a model.
-void set_model(PlanSetter& s, const TrainingPlan& p) {
+// The network: the plan's U-Net unless the file or a flag names a preset or a model (false).
+bool set_model(PlanSetter& s, const TrainingPlan& p) {
   const std::string named = !s.given_by("model.preset").empty() ? "model.preset" : !s.given_by("model.name").empty() ? "model.name" : "";
   if (!named.empty()) {
     s.note("model", "as " + named + " gives it", named + " given by " + s.given_by(named) + ": the plan leaves the network alone");
-    return;
+    return false;
   }
   s.set("model.name", std::string("unet"), "the built-in U-Net family");
   s.set("model.levels", p.levels, choice_why(p, "levels"));
@@ -87,14 +87,24 @@ void set_model(PlanSetter& s, const TrainingPlan& p) {
   s.set("model.padding", std::string("same"), "same padding: the output is the patch (nnU-Net)");
   s.set("model.norm", std::string("instance"),
         choice_why(p, "norm") + "; ReLU, not leaky ReLU: Tessera's U-Net has one activation");
+  return true;
 }
 
-void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline, bool stages_or_blocks) {
+// The patch and batch were sized for the plan's own U-Net: with a network named instead they
+// stay as configured (another network's memory and alignment).
+void set_patch(PlanSetter& s, const TrainingPlan& p, bool planned_network) {
+  if (!planned_network) {
+    s.note("train.tile", "as configured", "the plan sizes the patch and batch for its own U-Net, not the named network");
+    return;
+  }
   const int64_t tile = *std::min_element(p.patch.begin(), p.patch.end());
   s.set("train.tile", tile,
         fmt::format("the plan's patch {} has {} as its smallest side; Tessera's trainer draws cubic tiles",
                     fmt::join(p.patch, "x"), tile));
   s.set("train.batch", p.batch, choice_why(p, "batch"));
+}
+
+void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline, bool stages_or_blocks) {
   s.set("train.optimizer", std::string("sgd"), "SGD, momentum 0.99 (nnU-Net; without Nesterov: Tessera's SGD has none)");
   s.set("train.momentum", 0.99, "nnU-Net");
   s.set("train.learning_rate", 0.01, "nnU-Net");
@@ -170,10 +180,13 @@ double parse_time_budget(const std::string& text) {
     if (j == i) throw bad();
     double v = 0;
     try {
-      v = std::stod(text.substr(i, j - i));
+      size_t used = 0;
+      v = std::stod(text.substr(i, j - i), &used);
+      if (used != j - i) throw bad();  // 1.2.3
     } catch (const std::exception&) {
       throw bad();
     }
+    if (j == text.size() && i > 0) throw bad();  // 1h30: a number after a unit needs its own
     const char unit = j < text.size() ? text[j] : 's';
     const double scale = unit == 'h' ? 3600 : unit == 'm' ? 60 : unit == 's' ? 1 : 0;
     if (scale == 0) throw bad();
@@ -199,7 +212,7 @@ AutoPlan apply_auto_plan(RunConfig& c, const std::string& config, const std::set
   AutoPlan out;
   out.median_shape = p.median_shape;
   PlanSetter s(c, file_keys, flag_keys, out.choices);
-  set_model(s, p);
+  set_patch(s, p, set_model(s, p));
   set_training(s, p, c.parallel.pp > 1, c.parallel.pp > 1 || c.parallel.sp > 1);
   set_augmentation(s, f.dims, request.time_budget_s);
   if (f.dims == 3 && c.data.resample.enabled) {

@@ -1,4 +1,5 @@
 // run_train_command (train_job.hpp): the config, the flags, --auto's plan, one run or every fold.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -160,8 +161,13 @@ void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::fun
     AutoRequest a;
     a.device_memory_gib = l.device_memory_gib;
     if (!l.time_budget.empty()) a.time_budget_s = parse_time_budget(l.time_budget) / (every_fold ? c.data.folds : 1);
+    if (parallel::world().size() > 1 && a.device_memory_gib <= 0)
+      throw Error("--auto under an MPI launcher needs --device-memory: every rank must plan the same batch and patch, "
+                  "and each host's free memory differs");
+    const auto planning = std::chrono::steady_clock::now();
     r.auto_plan = apply_auto_plan(c, from_file ? r.config : "", from_file ? config_file_keys(r.config) : std::set<std::string>{},
                                   flag_keys, a);
+    r.auto_plan.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - planning).count();
   }
   if (every_fold) return run_every_fold(c, r);
   TrainJob(std::move(c), std::move(r)).run();

@@ -130,9 +130,10 @@ void TrainJob::run() {
   if (f.auto_plan.time_budget_s > 0) {
     if (world.size() > 1) throw Error(f.config + ": --time-budget measures steps on one process; give train.steps under an MPI launcher");
     for (AutoChoice& ch : shape_to_budget(c, choices, f.auto_plan.median_shape, data, meta, f.auto_plan.time_budget_s,
-                                          seconds_since(started)))
+                                          f.auto_plan.planning_s + seconds_since(started)))
       choices.push_back(std::move(ch));
-    choices.push_back(budget_steps(t, c.model.options, data, meta, f.auto_plan.time_budget_s, seconds_since(started)));
+    choices.push_back(budget_steps(t, c.model.options, data, meta, f.auto_plan.time_budget_s,
+                                   f.auto_plan.planning_s + seconds_since(started)));
   }
   torch::manual_seed(t.seed);
   UNet net(c.model.options);

@@ -34,6 +34,7 @@ struct AutoPlan {
   std::vector<AutoChoice> choices;
   double time_budget_s = 0;  ///< > 0: shape the step to the budget, measure it, then train.steps = what fits
   Index median_shape;        ///< the plan's median case at its spacing, voxels (the context a patch keeps)
+  double planning_s = 0;     ///< spent fingerprinting and planning, before the job: counted in the budget
 };
 
 /// What one optimiser step trains, as --time-budget shapes it: a U-Net of `levels` levels and
