@@ -3,11 +3,13 @@
 #include "tessera/engine/postprocessing.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/metrics.hpp"
 #include "tessera/io/components.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/run/staged_file.hpp"
@@ -33,14 +35,12 @@ Volume read_labels(const std::string& path) {
   return v;
 }
 
-// Dice of class `c`; NaN when absent from both.
-double dice(const std::vector<uint8_t>& pred, const std::vector<uint8_t>& truth, uint8_t c) {
-  int64_t both = 0, p = 0, t = 0;
-  for (size_t i = 0; i < pred.size(); ++i) {
-    const bool a = pred[i] == c, b = truth[i] == c;
-    both += a && b, p += a, t += b;
-  }
-  return p + t == 0 ? std::nan("") : 2.0 * static_cast<double>(both) / static_cast<double>(p + t);
+// Dice of class `c` (core's ConfusionCounts; 255 in the truth counts nowhere); NaN when the
+// class is absent from both.
+double dice(const std::vector<uint8_t>& pred, const std::vector<uint8_t>& truth, int classes, int c) {
+  ConfusionCounts counts(classes);
+  counts.add<uint8_t>(pred.data(), truth.data(), static_cast<int64_t>(pred.size()), uint8_t{255});
+  return counts.scores(c).dice;
 }
 
 bool is_volume_file(const fs::path& p) {
@@ -111,15 +111,16 @@ PostprocessingDecision decide_postprocessing(const std::vector<std::string>& pre
   }
   PostprocessingDecision d;
   for (const auto& f : pred) d.cases.push_back(fs::path(f).filename().string());
-  for (int c = 1; c < (classes > 0 ? classes : seen); ++c) {
+  const int n = classes > 0 ? classes : seen;
+  for (int c = 1; c < n; ++c) {
     ClassPostprocessing r{c};
     double without = 0, with = 0;
     for (size_t i = 0; i < p.size(); ++i) {
-      const double a = dice(p[i].labels, t[i].labels, uint8_t(c));
+      const double a = dice(p[i].labels, t[i].labels, n, c);
       if (std::isnan(a)) continue;
       std::vector<uint8_t> kept = p[i].labels;
       io::keep_largest_component(kept, p[i].extent, uint8_t(c));
-      without += a, with += dice(kept, t[i].labels, uint8_t(c)), ++r.cases;
+      without += a, with += dice(kept, t[i].labels, n, c), ++r.cases;
     }
     if (r.cases > 0) r.dice_without = without / r.cases, r.dice_with = with / r.cases;
     r.keep_largest = r.cases > 0 && r.dice_with > r.dice_without;

@@ -59,8 +59,11 @@ TEST(ProbabilityResampling, NodataSpreadsAsTheNodataLabel) {
     if (i % 4 == 3) probabilities[size_t(i)] = probabilities[size_t(16 + i)] = NAN;
   const auto labels = argmax_resampled(probabilities, 2, coarse, fine, 255);
   for (size_t i = 0; i < labels.size(); ++i) {
-    if (i % 8 <= 3) EXPECT_EQ(labels[i], 1) << i;
-    if (i % 8 >= 5) EXPECT_EQ(labels[i], 255) << i;  // 4 mm: on a valid voxel's centre, either
+    if (i % 8 <= 3) {
+      EXPECT_EQ(labels[i], 1) << i;
+    } else if (i % 8 >= 5) {
+      EXPECT_EQ(labels[i], 255) << i;  // 4 mm: on a valid voxel's centre, either
+    }
   }
 }
 
