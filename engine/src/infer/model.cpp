@@ -22,7 +22,10 @@ io::LabelStyle Model::label_style(bool cog) const {
       .with_cog(cog);
 }
 
+namespace {
+
 // The checkpoint's run's post-processing (RUN/postprocessing.json), unless --no-postprocessing.
+// It is part of what made the labels: a folder's scene labelled without it is not kept.
 void use_postprocessing(const InferOptions& o, Model& m) {
   const std::string run = run_of_checkpoint(o.checkpoint);
   const auto decision = read_postprocessing(run);
@@ -39,7 +42,10 @@ void use_postprocessing(const InferOptions& o, Model& m) {
   }
   m.postprocessing = "post-processing (" + postprocessing_path(run) + "): " +
                      (kept.empty() ? "none kept on validation" : "largest component of " + kept);
+  if (!kept.empty()) m.maker.model += ", largest component of " + kept;
 }
+
+}  // namespace
 
 Model load_model(const InferOptions& o) {
   namespace fs = std::filesystem;
