@@ -10,6 +10,7 @@ void register_model_info(CLI::App& app);
 void register_train(CLI::App& app);
 void register_infer(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_postprocess(CLI::App& app);
 void register_bench(CLI::App& app);
 /// `tessera export` and `tessera import`: weights exchange with Python (PyTorch).
 void register_export(CLI::App& app);

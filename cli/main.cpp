@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   tessera::cli::register_train(app);
   tessera::cli::register_infer(app);
   tessera::cli::register_eval(app);
+  tessera::cli::register_postprocess(app);
   tessera::cli::register_bench(app);
   tessera::cli::register_export(app);
   tessera::cli::register_plan(app);

@@ -36,7 +36,7 @@ if(TESSERA_WITH_GDAL)
 endif()
 tessera_optional_package(GDAL GDAL)
 tessera_optional_package(ITK ITK COMPONENTS
-  ITKCommon ITKIOImageBase ITKIOGDCM ITKIONIFTI ITKIONRRD ITKIOMeta ITKImageIntensity ITKDistanceMap)
+  ITKCommon ITKIOImageBase ITKIOGDCM ITKIONIFTI ITKIONRRD ITKIOMeta ITKImageIntensity ITKDistanceMap ITKConnectedComponents)
 tessera_optional_package(DCMTK DCMTK CONFIG)   # DICOM SEG output (io/src/dicom_seg.cpp): Debian libdcmtk-dev
 if(TESSERA_BUILD_GUI OR NOT TESSERA_WITH_QT)  # named as left out when OFF
   tessera_optional_package(QT Qt6 COMPONENTS Core Gui Widgets)

@@ -276,4 +276,71 @@ void ResamplingLabelSink::commit() {
   committed_ = true;
 }
 
+// ---- probabilities back onto the input's grid ----------------------------------------
+
+std::vector<uint8_t> argmax_resampled(const std::vector<float>& probabilities, int classes, const VolumeGrid& from,
+                                      const VolumeGrid& to, uint8_t nodata) {
+  check_grid(from);
+  check_grid(to);
+  TESSERA_CHECK(classes >= 1 && classes <= 255);
+  const int64_t n_from = detail::voxel_count(from.extent), n_to = detail::voxel_count(to.extent);
+  TESSERA_CHECK(static_cast<int64_t>(probabilities.size()) == classes * n_from);
+  detail::quiet_itk();
+  std::vector<uint8_t> labels;
+  try {
+    std::vector<float> best(static_cast<size_t>(n_to), -std::numeric_limits<float>::infinity()), on_to;
+    labels.assign(static_cast<size_t>(n_to), 0);
+    on_to.reserve(static_cast<size_t>(n_to));
+    for (int c = 0; c < classes; ++c) {
+      on_to.clear();
+      resample_channel<float>(probabilities.data() + c * n_from, from, to, Interpolation::kLinear, on_to);
+      for (int64_t i = 0; i < n_to; ++i) {
+        const float p = on_to[static_cast<size_t>(i)];
+        if (std::isnan(p)) labels[static_cast<size_t>(i)] = nodata, best[static_cast<size_t>(i)] = NAN;
+        else if (p > best[static_cast<size_t>(i)]) best[static_cast<size_t>(i)] = p, labels[static_cast<size_t>(i)] = uint8_t(c);
+      }
+    }
+  } catch (const itk::ExceptionObject& e) {
+    throw Error("probabilities onto " + to_string(to.extent) + " voxels: cannot resample: " + detail::short_reason(e));
+  } catch (const std::bad_alloc&) {
+    throw Error("probabilities onto " + to_string(to.extent) + " voxels: cannot resample: out of memory");
+  }
+  return labels;
+}
+
+ResamplingProbabilitySink::ResamplingProbabilitySink(std::unique_ptr<LabelSink> inner, int classes, VolumeGrid from,
+                                                     VolumeGrid to, uint8_t nodata)
+    : inner_(std::move(inner)), classes_(classes), from_(std::move(from)), to_(std::move(to)), nodata_(nodata) {
+  TESSERA_CHECK(inner_ != nullptr);
+  TESSERA_CHECK(classes_ >= 1 && classes_ <= 255);
+  check_grid(from_);
+  check_grid(to_);
+  probabilities_.assign(static_cast<size_t>(classes_ * detail::voxel_count(from_.extent)),
+                        std::numeric_limits<float>::quiet_NaN());
+}
+
+void ResamplingProbabilitySink::write(const Box& box, const Block<float>& probabilities) {
+  TESSERA_CHECK(!committed_);
+  TESSERA_CHECK(detail::inside(box, from_.extent));
+  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
+  TESSERA_CHECK((probabilities.shape == Index{classes_, dz, dy, dx}));
+  const int64_t nz = from_.extent[0], ny = from_.extent[1], nx = from_.extent[2];
+  for (int64_t c = 0; c < classes_; ++c)
+    for (int64_t z = 0; z < dz; ++z)
+      for (int64_t y = 0; y < dy; ++y) {
+        const auto src = probabilities.data.begin() + ((c * dz + z) * dy + y) * dx;
+        std::copy(src, src + dx,
+                  probabilities_.begin() + (((c * nz + box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2]));
+      }
+}
+
+void ResamplingProbabilitySink::commit() {
+  TESSERA_CHECK(!committed_);
+  Block<uint8_t> block(Index{1, to_.extent[0], to_.extent[1], to_.extent[2]});
+  block.data = argmax_resampled(probabilities_, classes_, from_, to_, nodata_);
+  inner_->write(Box{Index{0, 0, 0}, to_.extent}, block);
+  inner_->commit();
+  committed_ = true;
+}
+
 }  // namespace tessera::io

@@ -14,6 +14,7 @@
 #include "tessera/engine/infer_options.hpp"
 #include "tessera/engine/model_info_options.hpp"
 #include "tessera/engine/plan_options.hpp"
+#include "tessera/engine/postprocessing.hpp"
 #include "tessera/engine/simulate_options.hpp"
 
 namespace tessera {
@@ -215,6 +216,23 @@ TEST(EvalOptions, DefaultsAreValid) {
 
 TEST(EvalOptions, EveryFlagSetsItsField) {
   EXPECT_EQ(test::every_flag_sets_its_field<engine::EvalOptions>(), "");
+}
+
+TEST(PostprocessOptions, DefaultsAreValid) {
+  engine::PostprocessOptions o;
+  EXPECT_REFUSED_NAMING(o, "--run");  // required
+  o.run = "run";
+  EXPECT_REFUSED_NAMING(o, "--pred");
+  o.pred = "pred";
+  EXPECT_REFUSED_NAMING(o, "--truth");
+  o.truth = "truth";
+  EXPECT_EQ(refusal(o), "");
+  o.classes = 256;
+  EXPECT_REFUSED_NAMING(o, "--classes");
+}
+
+TEST(PostprocessOptions, EveryFlagSetsItsField) {
+  EXPECT_EQ(test::every_flag_sets_its_field<engine::PostprocessOptions>(), "");
 }
 
 }  // namespace

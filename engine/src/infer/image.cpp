@@ -44,7 +44,10 @@ OpenedImage open_for_network(const InferOptions& o, const Model& model, const st
                 describe(model.loaded.meta.resampling) + "); its tiles cannot be kept on the input's grid, run without "
                 "--run-dir");
   if (root)
-    std::fprintf(stderr, "infer: %s resampled to %s, %s voxels (labels back onto its own %s)\n", input.c_str(),
+    std::fprintf(stderr,
+                 "infer: %s resampled to %s, %s voxels (class probabilities back onto its own %s, linear; argmax "
+                 "there)\n",
+                 input.c_str(),
                  describe(model.loaded.meta.resampling).c_str(), to_string(im.resampled->info().extent).c_str(),
                  to_string(im.opened->info().extent).c_str());
   return im;
@@ -201,12 +204,14 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   } else {
     const InferenceReport r =
         write_labels(o, net, image, *opened.opened, network.norm, written.source_grid, staged(o.probabilities), options,
-                     root, model.class_names(), warp ? io::LabelStyle::bare() : inferred.style);
+                     root, model.class_names(), warp ? io::LabelStyle::bare() : inferred.style, model.keep_largest);
     if (!root) return;
     const std::string spatial = mesh ? ", spatial " + std::to_string(o.sp) + " (mesh " + mesh->describe() + ") on " +
                                            std::to_string(group.size()) + " ranks x"
                                      : "";
     print_summary(inferred, r, tile, run, spatial, o.probabilities, threads);
+    if (extent.size() == 3 && !model.postprocessing.empty())
+      std::printf("%s: %s\n", job.input.c_str(), model.postprocessing.c_str());
   }
   if (!root) return;
   for (const auto& output : made_from_labels) output->write(inferred, written, outputs);

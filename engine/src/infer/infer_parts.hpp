@@ -57,6 +57,8 @@ void check_inputs(const InferOptions& o, const PlannedInputs& inputs);
 struct Model {
   LoadedCheckpoint loaded;
   SceneMaker maker;
+  std::vector<int> keep_largest;  ///< classes whose largest component is kept (volumes; RUN/postprocessing.json)
+  std::string postprocessing;     ///< what the summary line says of it ("" when none is applied)
   int classes() const;  ///< of the checkpoint's network, or of init random's model
   const std::vector<std::string>& class_names() const { return loaded.meta.class_names; }
   /// How its labels present their classes: names, colours, background, classes; --cog.
@@ -131,11 +133,13 @@ ForwardRunner spatial_forward(const parallel::SpatialDecomposition& decompositio
 /// The labels (and --probabilities) of one image through the tiled loop; `writes`: this rank
 /// writes (one process, or rank 0 under --sp), else it only computes. `image` is what the
 /// network reads: `original`, or `original` resampled to the model's spacing, in which case
-/// the labels go back onto original's grid (nearest). Paths are the staged ones.
+/// the class probabilities go back onto original's grid (linear, io::ResamplingProbabilitySink)
+/// and are argmaxed there. Volumes keep the largest component of each class of `keep_largest`.
+/// Paths are the staged ones.
 InferenceReport write_labels(const InferOptions& o, UNet& net, const ImageSource& image, const ImageSource& original,
                              const Normalization& norm, const std::string& labels, const std::string& probabilities,
                              const InferenceOptions& options, bool writes, const std::vector<std::string>& class_names,
-                             const io::LabelStyle& style);
+                             const io::LabelStyle& style, const std::vector<int>& keep_largest);
 
 // ---- outputs.cpp -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
 
 #include "infer_parts.hpp"
 #include "tessera/core/tensor_io.hpp"
+#include "tessera/io/components.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/probability_raster.hpp"
 #include "tessera/io/resample.hpp"
@@ -33,14 +34,33 @@ void make_parent(const std::string& path) {
   if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
 }
 
-// The labels' sink on `original`'s grid, resampling back from the network's grid when `image`
-// is `original` resampled.
-std::unique_ptr<LabelSink> label_sink(const std::string& labels, const ImageSource& image, const ImageSource& original,
-                                      const io::LabelStyle& style) {
+// The labels' sink on `original`'s grid: the file's, with the largest component of each of
+// `keep_largest` kept (volumes; none: nothing changes).
+std::unique_ptr<LabelSink> label_sink(const std::string& labels, const ImageSource& original, const io::LabelStyle& style,
+                                      const std::vector<int>& keep_largest) {
   make_parent(labels);
   std::unique_ptr<LabelSink> sink = io::create_label_sink(labels, original.info(), style);
-  if (&image == &original) return sink;
-  return std::make_unique<io::ResamplingLabelSink>(std::move(sink), io::grid_of(image.info()), io::grid_of(original.info()));
+  if (keep_largest.empty() || original.info().extent.size() != 3) return sink;
+  return std::make_unique<io::LargestComponentSink>(std::move(sink), original.info().extent, keep_largest);
+}
+
+// A model run on another grid than the input's: softmax of every tile kept on the network's
+// grid, resampled linearly class by class onto the input's own and argmaxed there (nnU-Net's
+// way back; nearest-neighbour labels would widen every structure by up to half a voxel).
+InferenceReport write_resampled(UNet& net, const ImageSource& image, const Normalization& norm,
+                                std::unique_ptr<LabelSink> sink, const ImageSource& original,
+                                const InferenceOptions& options) {
+  io::ResamplingProbabilitySink probabilities(std::move(sink), static_cast<int>(net->options().classes),
+                                              io::grid_of(image.info()), io::grid_of(original.info()),
+                                              static_cast<uint8_t>(kNoDataLabel));
+  auto write = [&](const Tile& t, const torch::Tensor& logits, const torch::Tensor& valid) {
+    auto p = torch::softmax(logits.to(torch::kFloat), 0)
+                 .masked_fill_(valid.logical_not().unsqueeze(0), std::numeric_limits<float>::quiet_NaN());
+    probabilities.write(t.inset, to_block_f32(p));
+  };
+  const InferenceReport r = for_each_tile(net, image, norm, options, write);
+  probabilities.commit();
+  return r;
 }
 
 }  // namespace
@@ -48,9 +68,10 @@ std::unique_ptr<LabelSink> label_sink(const std::string& labels, const ImageSour
 InferenceReport write_labels(const InferOptions& o, UNet& net, const ImageSource& image, const ImageSource& original,
                              const Normalization& norm, const std::string& labels, const std::string& probabilities,
                              const InferenceOptions& options, bool writes, const std::vector<std::string>& class_names,
-                             const io::LabelStyle& style) {
+                             const io::LabelStyle& style, const std::vector<int>& keep_largest) {
   std::unique_ptr<LabelSink> sink =
-      writes ? label_sink(labels, image, original, style) : std::make_unique<DiscardedLabels>();
+      writes ? label_sink(labels, original, style, keep_largest) : std::make_unique<DiscardedLabels>();
+  if (writes && &image != &original) return write_resampled(net, image, norm, std::move(sink), original, options);
   if (o.probabilities.empty()) {
     const InferenceReport r = infer_labels(net, image, norm, *sink, options);
     sink->commit();

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "infer_parts.hpp"
+#include "tessera/engine/postprocessing.hpp"
 #include "tessera/core/model_json.hpp"
 #include "tessera/io/normalization.hpp"
 #include "tessera/io/open_image.hpp"
@@ -21,6 +22,31 @@ io::LabelStyle Model::label_style(bool cog) const {
       .with_cog(cog);
 }
 
+namespace {
+
+// The checkpoint's run's post-processing (RUN/postprocessing.json), unless --no-postprocessing.
+// It is part of what made the labels: a folder's scene labelled without it is not kept.
+void use_postprocessing(const InferOptions& o, Model& m) {
+  const std::string run = run_of_checkpoint(o.checkpoint);
+  const auto decision = read_postprocessing(run);
+  if (!decision) return;
+  if (!o.postprocessing) {
+    m.postprocessing = "post-processing of " + postprocessing_path(run) + " off (--no-postprocessing)";
+    return;
+  }
+  m.keep_largest = decision->keep_largest();
+  std::string kept;
+  for (int c : m.keep_largest) {
+    const auto& names = m.loaded.meta.class_names;
+    kept += (kept.empty() ? "" : ", ") + (size_t(c) < names.size() ? names[size_t(c)] : std::to_string(c));
+  }
+  m.postprocessing = "post-processing (" + postprocessing_path(run) + "): " +
+                     (kept.empty() ? "none kept on validation" : "largest component of " + kept);
+  if (!kept.empty()) m.maker.model += ", largest component of " + kept;
+}
+
+}  // namespace
+
 Model load_model(const InferOptions& o) {
   namespace fs = std::filesystem;
   Model m;
@@ -30,6 +56,7 @@ Model load_model(const InferOptions& o) {
     // when the same maker made it).
     m.maker = {"U-Net from a checkpoint (step " + std::to_string(m.loaded.meta.step) + ")",
                fs::absolute(o.checkpoint).lexically_normal().string()};
+    use_postprocessing(o, m);
     return m;
   }
   m.loaded.meta.model = o.model;

@@ -32,6 +32,7 @@ struct InferOptions {
   int batch = 1;
   int threads = 0;            ///< intra-op threads; 0 = cores / ranks on this node
   bool progress = true;
+  bool postprocessing = true;  ///< apply the checkpoint's run's RUN/postprocessing.json to volumes
   std::string precision = "fp32";  ///< fp32, or bf16: weights and activations in bfloat16, logits in fp32
   std::string profile;             ///< Chrome trace of rank 0's operators; "" = none
   std::string run_dir;             ///< tiles kept in RUN/tiles/ and spread over the ranks
@@ -117,6 +118,10 @@ void fields(InferOptions& o, V& v) {
           "output depends on the window (instance/group norm, registry models such as se-unet) when the checkpoint "
           "records its patch and no --mode, --tile N, --sp or --run-dir asks for tiles; the summary line says why");
   v.field("tta", o.tta, "With sliding windows: none, or mirror (logits averaged over flips of every axis subset)");
+  v.field("postprocessing", o.postprocessing,
+          "Apply the post-processing `tessera postprocess` decided for the checkpoint's run (RUN/postprocessing.json: "
+          "keep the largest component of the classes where it raised validation Dice) to volumes "
+          "(--no-postprocessing: labels as the network gives them)");
   v.field("store", o.store,
           "Send the DICOM SEG (--output NAME.dcm) to a PACS with STOW-RS once the run's outputs have committed: "
           "dicomweb://HOST[:PORT]/PATH (the service root, or .../studies/UID); credentials as for --input");

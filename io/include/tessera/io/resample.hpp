@@ -84,6 +84,40 @@ std::unique_ptr<MemoryVolume> resample_volume(const ImageSource& volume, const V
 /// labels holds from's voxel count.
 std::vector<uint8_t> resample_labels(const std::vector<uint8_t>& labels, const VolumeGrid& from, const VolumeGrid& to);
 
+/// Class probabilities (classes, z, y, x; x fastest) on `from` onto `to` and their argmax there,
+/// as nnU-Net writes a case back onto its own grid: each class's probability resampled with
+/// ITK's linear interpolation (outside `from`: the nearest edge voxel's), then per voxel the
+/// class of the highest one (the lowest class on ties, as torch's argmax). Nearest-neighbour
+/// labels widen a structure by up to half a network voxel on each side; interpolated
+/// probabilities put its border where the probabilities cross. A voxel whose neighbourhood
+/// holds a NaN (nodata) gets `nodata`. Programmer error (abort) unless probabilities holds
+/// classes × from's voxel count, classes in 1..255.
+std::vector<uint8_t> argmax_resampled(const std::vector<float>& probabilities, int classes, const VolumeGrid& from,
+                                      const VolumeGrid& to, uint8_t nodata);
+
+/// The sink of a model run on another grid than the input's when its class probabilities are
+/// at hand: windows of probabilities (classes, z, y, x) on `from` kept in memory (classes ×
+/// from's voxel count floats; unwritten voxels are nodata), and on commit() argmax_resampled
+/// onto `to`, written into `inner` as one window of to's whole extent, then `inner` committed.
+/// Without commit() nothing reaches `inner`. Not thread-safe: one writer.
+class ResamplingProbabilitySink {
+ public:
+  ResamplingProbabilitySink(std::unique_ptr<LabelSink> inner, int classes, VolumeGrid from, VolumeGrid to,
+                            uint8_t nodata);
+  /// Box inside from's extent, probabilities shape (classes, box.size...); else programmer error.
+  void write(const Box& box, const Block<float>& probabilities);
+  void commit();
+
+ private:
+  std::unique_ptr<LabelSink> inner_;
+  int classes_;
+  VolumeGrid from_;
+  VolumeGrid to_;
+  uint8_t nodata_;
+  std::vector<float> probabilities_;  // (classes, z, y, x) on from_
+  bool committed_ = false;
+};
+
 /// A LabelSink for a model run on another grid than the input's: it receives label windows
 /// (z, y, x) on `from` (e.g. the 1 mm grid the model saw), keeps them in memory (from's voxel
 /// count in bytes; unwritten voxels are 0), and on commit() resamples them by nearest
