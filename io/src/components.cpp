@@ -51,15 +51,7 @@ LargestComponentSink::LargestComponentSink(std::unique_ptr<LabelSink> inner, Ind
 
 void LargestComponentSink::write(const Box& box, const Block<uint8_t>& labels) {
   TESSERA_CHECK(!committed_);
-  TESSERA_CHECK(detail::inside(box, extent_));
-  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
-  TESSERA_CHECK((labels.shape == Index{1, dz, dy, dx}));
-  const int64_t ny = extent_[1], nx = extent_[2];
-  for (int64_t z = 0; z < dz; ++z)
-    for (int64_t y = 0; y < dy; ++y) {
-      const auto src = labels.data.begin() + (z * dy + y) * dx;
-      std::copy(src, src + dx, labels_.begin() + ((box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2]);
-    }
+  detail::paste_labels(labels_, extent_, box, labels);
 }
 
 void LargestComponentSink::commit() {

@@ -2,6 +2,7 @@
 // geometry between tessera and ITK.
 #include "volume_itk.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 
@@ -60,6 +61,18 @@ int64_t voxel_count(const Index& extent) {
 void check_volume_extent(const Index& extent) {
   TESSERA_CHECK(extent.size() == 3);
   for (int64_t e : extent) TESSERA_CHECK(e > 0);
+}
+
+void paste_labels(std::vector<uint8_t>& volume, const Index& extent, const Box& box, const Block<uint8_t>& labels) {
+  TESSERA_CHECK(inside(box, extent));
+  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
+  TESSERA_CHECK((labels.shape == Index{1, dz, dy, dx}));
+  const int64_t ny = extent[1], nx = extent[2];
+  for (int64_t z = 0; z < dz; ++z)
+    for (int64_t y = 0; y < dy; ++y) {
+      const auto src = labels.data.begin() + (z * dy + y) * dx;
+      std::copy(src, src + dx, volume.begin() + ((box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2]);
+    }
 }
 
 bool inside(const Box& box, const Index& extent) {

@@ -11,6 +11,7 @@
 //   dicom_series.cpp       DICOM series: listing a folder's, choosing the one a path stands for
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <itkImage.h>
 #include <itkMacro.h>
@@ -42,6 +43,9 @@ int64_t voxel_count(const Index& extent);
 void check_volume_extent(const Index& extent);
 /// Box (z, y, x) lies inside extent (z, y, x).
 bool inside(const Box& box, const Index& extent);
+/// Copies `labels` (shape 1 × box) into the whole-volume buffer `volume` of `extent` at `box`
+/// (programmer error unless the box lies inside and the shape matches).
+void paste_labels(std::vector<uint8_t>& volume, const Index& extent, const Box& box, const Block<uint8_t>& labels);
 /// The geometry of an ITK image (spacing, origin, direction row-major).
 Georeference geometry_of(const Image3<float>& image);
 
