@@ -11,6 +11,7 @@
 
 #include "tessera/io/components.hpp"
 #include "tessera/io/resample.hpp"
+#include "recording_sink.hpp"
 
 namespace tessera::io {
 namespace {
@@ -89,14 +90,7 @@ TEST(LargestComponent, RemovesTheIslandsOfOneClassOnly) {
   EXPECT_EQ(keep_largest_component(diagonal, Index{2, 2, 2}, 1), 1);
 }
 
-class RecordingSink final : public LabelSink {
- public:
-  void write(const Box& box, const Block<uint8_t>& labels) override { boxes.push_back(box), last = labels; }
-  void commit() override { committed = true; }
-  std::vector<Box> boxes;
-  Block<uint8_t> last;
-  bool committed = false;
-};
+using test_sinks::RecordingSink;
 
 TEST(LargestComponent, SinkReducesTheWholeVolumeOnCommit) {
   auto recording = std::make_unique<RecordingSink>();

@@ -15,6 +15,7 @@
 
 #include "error_of.hpp"
 #include "tessera/io/resample.hpp"
+#include "recording_sink.hpp"
 #include "tessera/io/volume.hpp"
 
 namespace tessera::io {
@@ -309,15 +310,7 @@ TEST(Resample, AxisAlignedGridOfFlipsAndPermutationsKeepsEveryVoxelCentre) {
   EXPECT_TRUE(axis_aligned_grid(a) == a);
 }
 
-// Records what reaches it, to see when the resampling sink passes labels on.
-class RecordingSink final : public LabelSink {
- public:
-  void write(const Box& box, const Block<uint8_t>& labels) override { boxes.push_back(box), last = labels; }
-  void commit() override { committed = true; }
-  std::vector<Box> boxes;
-  Block<uint8_t> last;
-  bool committed = false;
-};
+using test_sinks::RecordingSink;
 
 TEST(Resample, SinkPassesNothingOnBeforeCommitThenTheWholeTargetOnce) {
   const VolumeGrid g = ct_grid(), iso = resampled_grid(g, {1.0, 1.0, 1.0});
