@@ -4,8 +4,12 @@
 // recomputed forwards and the memory it saves.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "tessera/core/error.hpp"
 #include "tessera/parallel/plan/cluster.hpp"
@@ -39,6 +43,19 @@ TEST(ConvTable, ClampsOutsideTheMeasuredRange) {
                    t.efficiency(Precision::kFp32, ConvPass::kForward, edge));
 }
 
+// Where a query lies against the points it reads (FP32 3 × 3: M 392 … 802816, C·R·S 9 …
+// 4608, K 16 … 512): a 1434² map above M, a 7² map at batch 1 below it, the 28², 256 → 512
+// point inside, Ronneberger's deepest layer (28², 1024 → 1024) above on C·R·S and K.
+TEST(ConvTable, SaysWhichCoordinatesItClamped) {
+  const ConvTable t = load_cluster(kClusters / "dgx1.yaml").device.convolutions;
+  auto side = [&t](ConvQuery q) { return t.clamped(Precision::kFp32, ConvPass::kForward, q); };
+  EXPECT_EQ(side({1434.0 * 1434, 64, 64, 9, true}), (std::array<int, 3>{1, 0, 0}));
+  EXPECT_EQ(side({49, 512, 512, 9, true}), (std::array<int, 3>{-1, 0, 0}));
+  EXPECT_EQ(side({16.0 * 28 * 28, 256, 512, 9, true}), (std::array<int, 3>{0, 0, 0}));
+  EXPECT_EQ(side({28.0 * 28, 1024, 1024, 9, true}), (std::array<int, 3>{0, 1, 1}));
+  EXPECT_EQ(side({392, 512, 512, 9, true}), (std::array<int, 3>{0, 0, 0}));  // the smallest point itself
+}
+
 // 3-D and 1 × 1 layers read only the kernels cuDNN ran as a GEMM (no Winograd): their
 // efficiency stays below the best GEMM point (1 × 1, 7², C 1024 → K 256 … all under 0.8),
 // where the same GEMM shape as a 2-D 3 × 3 reads Winograd points above 1.
@@ -51,6 +68,39 @@ TEST(ConvTable, NonWinogradLayersReadGemmKernelsOnly) {
   EXPECT_GT(t.efficiency(Precision::kFp32, ConvPass::kForward, two_d), 1.0);
   const ConvTable gp102 = load_cluster(kClusters / "p40-server.yaml").device.convolutions;
   EXPECT_THROW(gp102.efficiency(Precision::kFp16, ConvPass::kForward, two_d), Error);  // no FP16 sheet
+}
+
+// The table's own interpolation error: each measured shape read from the others (its
+// repeats left out with it), per precision, pass and family, the mean |ln(read / measured)|
+// — printed, the uncertainty a layer's time inherits (docs/parallel.md, held-out figures).
+// A shape read back with itself left in is exact (the test above), so each error is > 0
+// only when the leaving-out works.
+TEST(ConvTable, LeaveOneOutErrorOfTheV100Table) {
+  const ConvTable t = load_cluster(kClusters / "dgx1.yaml").device.convolutions;
+  const ConvPass passes[] = {ConvPass::kForward, ConvPass::kBackwardData, ConvPass::kBackwardWeights};
+  for (Precision p : {Precision::kFp32, Precision::kFp16}) {
+    const std::vector<ConvPoint>& all = p == Precision::kFp32 ? t.fp32 : t.fp16;
+    for (ConvPass pass : passes)
+      for (bool winograd : {true, false}) {
+        double sum = 0;
+        int n = 0;
+        for (const ConvPoint& row : all) {
+          const size_t k = static_cast<size_t>(pass);
+          if (row.efficiency[k] <= 0 || !(winograd ? row.winograd_shape : row.gemm_algorithm)) continue;
+          ConvTable others = t;
+          std::vector<ConvPoint>& rest = p == Precision::kFp32 ? others.fp32 : others.fp16;
+          std::erase_if(rest, [&row](const ConvPoint& c) { return c.log2_gemm == row.log2_gemm; });
+          const ConvQuery q{std::exp2(row.log2_gemm[0]), std::exp2(row.log2_gemm[1]) / 9, std::exp2(row.log2_gemm[2]), 9,
+                            winograd};
+          sum += std::abs(std::log(others.efficiency(p, pass, q) / row.efficiency[k]));
+          ++n;
+        }
+        ASSERT_GT(n, 1);
+        std::printf("  %s pass %d %-8s %3d shapes: mean |ln(read / measured)| %.3f\n", to_string(p).c_str(),
+                    static_cast<int>(pass), winograd ? "3x3" : "gemm", n, sum / n);
+        EXPECT_GT(sum, 0);
+      }
+  }
 }
 
 TEST(ConvTable, BadRowIsNamedWithTheFile) {

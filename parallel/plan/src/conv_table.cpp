@@ -56,24 +56,43 @@ std::vector<ConvPoint> points_of(const YAML::Node& rows, double peak, const std:
 
 }  // namespace
 
-double ConvTable::efficiency(Precision p, ConvPass pass, const ConvQuery& q) const {
-  const std::vector<ConvPoint>& all = p == Precision::kFp32 ? fp32 : p == Precision::kFp16 ? fp16 : std::vector<ConvPoint>{};
-  const size_t k = static_cast<size_t>(pass);
+namespace {
+
+// The points `efficiency` reads for (p, pass, q) and q's GEMM coordinates, each clamped to
+// their range (`side`: −1 where it lay below, +1 above, 0 inside).
+struct Lookup {
   std::vector<const ConvPoint*> set;
+  std::array<double, 3> x{};
+  std::array<int, 3> side{};
+};
+
+Lookup lookup(const ConvTable& t, Precision p, ConvPass pass, const ConvQuery& q) {
+  const std::vector<ConvPoint>& all = p == Precision::kFp32 ? t.fp32 : p == Precision::kFp16 ? t.fp16 : std::vector<ConvPoint>{};
+  const size_t k = static_cast<size_t>(pass);
+  Lookup l;
   for (const ConvPoint& c : all)
-    if (c.efficiency[k] > 0 && (q.winograd_shape ? c.winograd_shape : c.gemm_algorithm)) set.push_back(&c);
-  if (set.empty()) throw Error("convolution table " + source + " has no " + to_string(p) + " measurements");
-  std::array<double, 3> x = {std::log2(std::max(1.0, q.positions)), std::log2(std::max(1.0, q.in_channels * q.taps)),
-                             std::log2(std::max(1.0, q.out_channels))};
+    if (c.efficiency[k] > 0 && (q.winograd_shape ? c.winograd_shape : c.gemm_algorithm)) l.set.push_back(&c);
+  if (l.set.empty()) throw Error("convolution table " + t.source + " has no " + to_string(p) + " measurements");
+  l.x = {std::log2(std::max(1.0, q.positions)), std::log2(std::max(1.0, q.in_channels * q.taps)),
+         std::log2(std::max(1.0, q.out_channels))};
   for (size_t a = 0; a < 3; ++a) {
     double lo = std::numeric_limits<double>::max(), hi = -lo;
-    for (const ConvPoint* c : set) lo = std::min(lo, c->log2_gemm[a]), hi = std::max(hi, c->log2_gemm[a]);
-    x[a] = std::clamp(x[a], lo, hi);
+    for (const ConvPoint* c : l.set) lo = std::min(lo, c->log2_gemm[a]), hi = std::max(hi, c->log2_gemm[a]);
+    l.side[a] = l.x[a] < lo ? -1 : l.x[a] > hi ? 1 : 0;
+    l.x[a] = std::clamp(l.x[a], lo, hi);
   }
+  return l;
+}
+
+}  // namespace
+
+double ConvTable::efficiency(Precision p, ConvPass pass, const ConvQuery& q) const {
+  const Lookup l = lookup(*this, p, pass, q);
+  const size_t k = static_cast<size_t>(pass);
   std::vector<std::pair<double, double>> by_distance;  // squared distance, efficiency
-  for (const ConvPoint* c : set) {
+  for (const ConvPoint* c : l.set) {
     double d2 = 0;
-    for (size_t a = 0; a < 3; ++a) d2 += (c->log2_gemm[a] - x[a]) * (c->log2_gemm[a] - x[a]);
+    for (size_t a = 0; a < 3; ++a) d2 += (c->log2_gemm[a] - l.x[a]) * (c->log2_gemm[a] - l.x[a]);
     by_distance.emplace_back(d2, c->efficiency[k]);
   }
   std::sort(by_distance.begin(), by_distance.end());
@@ -84,6 +103,10 @@ double ConvTable::efficiency(Precision p, ConvPass pass, const ConvQuery& q) con
     weights += 1 / by_distance[i].first;
   }
   return sum / weights;
+}
+
+std::array<int, 3> ConvTable::clamped(Precision p, ConvPass pass, const ConvQuery& q) const {
+  return lookup(*this, p, pass, q).side;
 }
 
 ConvTable load_conv_table(const std::filesystem::path& path) {

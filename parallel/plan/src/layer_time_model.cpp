@@ -34,8 +34,8 @@ Traffic memory_traffic(const Layer& l, bool seed_dropout, double b) {
   return {};
 }
 
-// One convolution's GEMM view for the table: output positions of the micro-batch, kernel taps
-// (from its FLOPs: 2·taps·C·K per output position) and whether cuDNN may run it as Winograd.
+}  // namespace
+
 ConvQuery conv_query(const Layer& l, int dims, int batch) {
   ConvQuery q;
   const double per_sample = static_cast<double>(l.out_elements) / static_cast<double>(std::max<int64_t>(1, l.out_channels));
@@ -47,8 +47,6 @@ ConvQuery conv_query(const Layer& l, int dims, int batch) {
   q.winograd_shape = dims == 2 && std::abs(q.taps - 9) < 1e-6 && l.out_side <= l.in_side && l.out_side + 2 >= l.in_side;
   return q;
 }
-
-}  // namespace
 
 LayerPassSeconds layer_pass_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p, int batch) {
   const double peak = d.peak_flops(p), bw = d.memory_bytes_per_second, b = element_bytes(p);

@@ -53,6 +53,9 @@ struct ConvTable {
   /// Effective efficiency (may exceed 1) of `pass` for `q` at precision `p`. Throws
   /// tessera::Error when the table has no points for `p` (e.g. fp16 on a GP102 table).
   double efficiency(Precision p, ConvPass pass, const ConvQuery& q) const;
+  /// Where `q` lies against the points `efficiency` reads, per GEMM coordinate (M, C·R·S, K):
+  /// −1 below their range, +1 above it (clamped there), 0 inside. Throws as `efficiency`.
+  std::array<int, 3> clamped(Precision p, ConvPass pass, const ConvQuery& q) const;
 };
 
 /// Reads clusters/devices/*-deepbench.yaml (see scripts/deepbench_conv_table.py). Errors name

@@ -151,6 +151,10 @@ struct LayerPassSeconds {
   std::vector<double> forward, backward;
 };
 LayerPassSeconds layer_pass_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p, int batch);
+/// A convolution layer's GEMM view for the measured table at `batch` tiles (conv_table.hpp):
+/// output positions of the micro-batch, C, K, kernel taps (from its FLOPs: 2·taps·C·K per
+/// output position) and whether cuDNN may run it as Winograd (2-D, 3 × 3, stride 1).
+ConvQuery conv_query(const Layer& l, int dims, int batch);
 /// layer_pass_seconds(seq, d, p, 1).forward.
 std::vector<double> layer_forward_seconds(const LayerSequence& seq, const DeviceModel& d, Precision p);
 
