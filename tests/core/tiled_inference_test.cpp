@@ -252,9 +252,8 @@ torch::Tensor same_reference(UNet& net, const Index& extent, int channels, int64
 }
 
 // Tiled probabilities within 1e-5 of the whole pass's (logits within 1e-5 of their largest),
-// labels equal (but for near ties), for every tile side; returns the largest probability
-// difference seen.
-float expect_same_tiling_exact(const UNetOptions& o, const Index& extent, const std::vector<int64_t>& tiles) {
+// labels equal (but for near ties), for every tile side; prints each side's figures.
+void expect_same_tiling_exact(const UNetOptions& o, const Index& extent, const std::vector<int64_t>& tiles) {
   torch::manual_seed(11);
   UNet net(o);
   net->eval();
@@ -264,14 +263,12 @@ float expect_same_tiling_exact(const UNetOptions& o, const Index& extent, const 
   const torch::Tensor reference = same_reference(net, extent, o.in_channels, halo);
   const torch::Tensor reference_p = reference.softmax(0);
   const float scale = reference.abs().max().item<float>(), tolerance = 1e-5f * scale;
-  float worst = 0;
   for (int64_t tile : tiles) {
     const auto options = InferenceOptions().with_tile(tile).with_progress(false).with_batch(2);
     const torch::Tensor tiled = infer_logits(net, image, norm, options);
     EXPECT_FALSE(torch::isnan(tiled).any().item<bool>()) << "a pixel was never written, tile " << tile;
     const float dp = (tiled.softmax(0) - reference_p).abs().max().item<float>();
     const float dl = (tiled - reference).abs().max().item<float>();
-    worst = std::max(worst, dp);
     EXPECT_LE(dp, 1e-5f) << "tile " << tile << " (halo " << halo << ")";
     EXPECT_LE(dl, tolerance) << "tile " << tile << " (halo " << halo << ")";
     MemorySink sink(extent);
@@ -284,13 +281,12 @@ float expect_same_tiling_exact(const UNetOptions& o, const Index& extent, const 
                 to_string(extent).c_str(), (long long)tile, (long long)halo, dp, dl / scale, (long long)mismatches,
                 (long long)ties);
   }
-  return worst;
 }
 
 TEST(TiledInference, SamePaddingTilesEqualOneWholeImagePass2d) {
-  // unet-tiny (4 levels, pooling grid 8), unet-small (5 levels, grid 16), and variants whose
-  // halo is not the valid one's rounded: three convolutions per level, an upsampling decoder,
-  // 5-wide kernels. Odd image sides, tiles that do not divide them, tiles clamped to the image.
+  // unet-tiny (4 levels, pooling grid 8; reach 46, the valid halo 44), unet-small (grid 16),
+  // three convolutions per level with an upsampling decoder (reach 69, valid 66), 5-wide kernels.
+  // Odd image sides, tiles that do not divide them, a tile clamped to the image.
   const UNetOptions tiny = unet_preset("unet-tiny").with_base_filters(4).with_classes(3).with_padding(Padding::kSame);
   expect_same_tiling_exact(tiny, {45, 67}, {8, 16, 24, 40, 72});
   expect_same_tiling_exact(UNetOptions(tiny).with_convs_per_level(3).with_decoder(Decoder::kUpsample), {37, 29},
