@@ -235,6 +235,73 @@ TEST(TiledInference, SamePaddingNetworkCoversTheImage) {
   for (int w : sink.writes) ASSERT_EQ(w, 1);
 }
 
+// `same` padding. The answer is one forward pass of the network over the whole image
+// reflect-padded by the tiler's halo h (and after the image up to the pooling grid), cropped:
+// what a single tile covering the image computes. Every tile zero-pads at its own edges where
+// the whole pass sees image values; tiling is exact only if that reaches no kept pixel (h covers
+// it) and every tile starts on the pooling grid 2^(L−1), at any tile size and image size.
+torch::Tensor same_reference(UNet& net, const Index& extent, int channels, int64_t halo) {
+  const UNetOptions& o = net->options();
+  c10::InferenceMode guard;
+  const int64_t align = int64_t{1} << (o.levels - 1);
+  Index before(extent.size(), halo), after(extent.size());
+  for (size_t a = 0; a < extent.size(); ++a) after[a] = (extent[a] + align - 1) / align * align - extent[a] + halo;
+  torch::Tensor logits = net->forward(reflect_pad(formula_image(extent, channels, pattern), before, after))[0];
+  for (size_t a = 0; a < extent.size(); ++a) logits = logits.narrow(1 + a, halo, extent[a]);
+  return logits.contiguous();
+}
+
+// Tiled probabilities within 1e-5 of the whole pass's (logits within 1e-5 of their largest),
+// labels equal (but for near ties), for every tile side; prints each side's figures.
+void expect_same_tiling_exact(const UNetOptions& o, const Index& extent, const std::vector<int64_t>& tiles) {
+  torch::manual_seed(11);
+  UNet net(o);
+  net->eval();
+  MemoryImage image(extent, o.in_channels, pattern);
+  const auto norm = identity_normalization(o.in_channels);
+  const int64_t halo = make_tile_grid(o, extent, tiles.front()).options().halo;
+  const torch::Tensor reference = same_reference(net, extent, o.in_channels, halo);
+  const torch::Tensor reference_p = reference.softmax(0);
+  const float scale = reference.abs().max().item<float>(), tolerance = 1e-5f * scale;
+  for (int64_t tile : tiles) {
+    const auto options = InferenceOptions().with_tile(tile).with_progress(false).with_batch(2);
+    const torch::Tensor tiled = infer_logits(net, image, norm, options);
+    EXPECT_FALSE(torch::isnan(tiled).any().item<bool>()) << "a pixel was never written, tile " << tile;
+    const float dp = (tiled.softmax(0) - reference_p).abs().max().item<float>();
+    const float dl = (tiled - reference).abs().max().item<float>();
+    EXPECT_LE(dp, 1e-5f) << "tile " << tile << " (halo " << halo << ")";
+    EXPECT_LE(dl, tolerance) << "tile " << tile << " (halo " << halo << ")";
+    MemorySink sink(extent);
+    infer_labels(net, image, norm, sink, options);
+    int64_t ties = 0;
+    const int64_t mismatches = label_mismatches(sink.labels, reference, tolerance, &ties);
+    EXPECT_EQ(mismatches, 0) << "tile " << tile;
+    std::printf("%s, tile %lld, halo %lld: max |dp| %.3g, max |dlogit| / max |logit| %.3g, %lld labels differ (%lld "
+                "near ties)\n",
+                to_string(extent).c_str(), (long long)tile, (long long)halo, dp, dl / scale, (long long)mismatches,
+                (long long)ties);
+  }
+}
+
+TEST(TiledInference, SamePaddingTilesEqualOneWholeImagePass2d) {
+  // unet-tiny (4 levels, pooling grid 8; reach 46, the valid halo 44), unet-small (grid 16),
+  // three convolutions per level with an upsampling decoder (reach 69, valid 66), 5-wide kernels.
+  // Odd image sides, tiles that do not divide them, a tile clamped to the image.
+  const UNetOptions tiny = unet_preset("unet-tiny").with_base_filters(4).with_classes(3).with_padding(Padding::kSame);
+  expect_same_tiling_exact(tiny, {45, 67}, {8, 16, 24, 40, 72});
+  expect_same_tiling_exact(UNetOptions(tiny).with_convs_per_level(3).with_decoder(Decoder::kUpsample), {37, 29},
+                           {8, 24});
+  expect_same_tiling_exact(UNetOptions(tiny).with_levels(3).with_kernel(5), {33, 21}, {4, 12});
+  expect_same_tiling_exact(unet_preset("unet-small").with_base_filters(2).with_padding(Padding::kSame), {51, 35},
+                           {16, 48});
+}
+
+TEST(TiledInference, SamePaddingTilesEqualOneWholeImagePass3d) {
+  const UNetOptions tiny3 = unet_preset("unet3d-tiny").with_base_filters(4).with_padding(Padding::kSame);
+  expect_same_tiling_exact(tiny3, {13, 10, 9}, {4, 12});
+  expect_same_tiling_exact(UNetOptions(tiny3).with_levels(4).with_base_filters(2), {9, 11, 7}, {8});
+}
+
 TEST(TiledInference, RejectsATileOffThePoolingGrid) {
   UNet net(unet_preset("unet-tiny").with_base_filters(4));
   MemoryImage image({40, 40}, 4, pattern);

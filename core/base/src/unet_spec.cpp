@@ -1,5 +1,6 @@
 #include "tessera/core/unet_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -40,6 +41,25 @@ std::optional<int64_t> walk(const UNetOptions& o, int64_t input, int64_t loss) {
     if (s < 1) return std::nullopt;
   }
   return s;
+}
+
+// `same` padding: how many input pixels next to a tile's edge differ from the whole image's
+// (the tile zero-pads where the image has values), for a tile starting on the pooling grid.
+// Each K-wide convolution moves the wrong band (K−1)/2 of its level's pixels inward (the first
+// one starts it at the edge), 2× pooling halves it rounding up, 2× upsampling doubles it, a
+// skip brings its own; a 1×1 head keeps it. Above the valid halo by the rounding: unet-tiny
+// 46 (valid 44), unet-small 94 (92).
+int64_t same_padding_reach(const UNetOptions& o) {
+  const int64_t per_level = (o.kernel - 1) / 2 * o.convs_per_level;
+  std::vector<int64_t> skip(static_cast<size_t>(o.levels));
+  int64_t w = 0;
+  for (int l = 0; l < o.levels; ++l) {
+    w += per_level;
+    skip[static_cast<size_t>(l)] = w;
+    if (l < o.levels - 1) w = (w + 1) / 2;
+  }
+  for (int l = o.levels - 2; l >= 0; --l) w = std::max(2 * w, skip[static_cast<size_t>(l)]) + per_level;
+  return w;
 }
 
 }  // namespace
@@ -131,18 +151,15 @@ std::optional<int64_t> unet_output_size(const UNetOptions& o, int64_t input) {
 int64_t unet_alignment(const UNetOptions& o) { return int64_t{1} << (o.levels - 1); }
 
 int64_t unet_halo(const UNetOptions& o) {
-  // Walk the network as if it were `valid` from the smallest input that survives; for
-  // `same` padding this is the receptive-field radius the tiler crops, rounded up so that an
-  // aligned inset plus both halos stays a multiple of the alignment (unet-small: 92 → 96).
-  UNetOptions v = o;
-  v.padding = Padding::kValid;
-  for (int64_t in = 1; in < (int64_t{1} << 24); ++in) {
-    auto out = walk(v, in, v.kernel - 1);
-    if (!out) continue;
-    const int64_t halo = (in - *out) / 2, half = unet_alignment(o) / 2;
-    if (o.padding != Padding::kSame || (2 * halo) % unet_alignment(o) == 0 || half == 0) return halo;
-    return (halo + half - 1) / half * half;
+  if (o.padding == Padding::kSame) {
+    // The reach of a tile edge's zero padding, rounded up so that an aligned inset plus both
+    // halos stays a multiple of the alignment (a valid input; unet-small: 94 → 96).
+    const int64_t reach = same_padding_reach(o), half = unet_alignment(o) / 2;
+    return half == 0 ? reach : (reach + half - 1) / half * half;
   }
+  // Walk the network from the smallest input that survives: what it loses per side.
+  for (int64_t in = 1; in < (int64_t{1} << 24); ++in)
+    if (auto out = walk(o, in, o.kernel - 1)) return (in - *out) / 2;
   throw Error("model: no valid input size (too many levels for this kernel)");
 }
 
