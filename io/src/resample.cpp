@@ -243,39 +243,6 @@ std::vector<uint8_t> resample_labels(const std::vector<uint8_t>& labels, const V
   return out;
 }
 
-// ---- ResamplingLabelSink --------------------------------------------------------------
-
-ResamplingLabelSink::ResamplingLabelSink(std::unique_ptr<LabelSink> inner, VolumeGrid from, VolumeGrid to)
-    : inner_(std::move(inner)), from_(std::move(from)), to_(std::move(to)) {
-  TESSERA_CHECK(inner_ != nullptr);
-  check_grid(from_);
-  check_grid(to_);
-  labels_.assign(static_cast<size_t>(detail::voxel_count(from_.extent)), 0);
-}
-
-void ResamplingLabelSink::write(const Box& box, const Block<uint8_t>& labels) {
-  TESSERA_CHECK(!committed_);
-  TESSERA_CHECK(detail::inside(box, from_.extent));
-  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
-  TESSERA_CHECK((labels.shape == Index{1, dz, dy, dx}));
-  TESSERA_CHECK(static_cast<int64_t>(labels.data.size()) == dz * dy * dx);
-  const int64_t ny = from_.extent[1], nx = from_.extent[2];
-  for (int64_t z = 0; z < dz; ++z)
-    for (int64_t y = 0; y < dy; ++y) {
-      const auto src = labels.data.begin() + (z * dy + y) * dx;
-      std::copy(src, src + dx, labels_.begin() + ((box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2]);
-    }
-}
-
-void ResamplingLabelSink::commit() {
-  TESSERA_CHECK(!committed_);
-  Block<uint8_t> block(Index{1, to_.extent[0], to_.extent[1], to_.extent[2]});
-  block.data = resample_labels(labels_, from_, to_);
-  inner_->write(Box{Index{0, 0, 0}, to_.extent}, block);
-  inner_->commit();
-  committed_ = true;
-}
-
 // ---- probabilities back onto the input's grid ----------------------------------------
 
 std::vector<uint8_t> argmax_resampled(const std::vector<float>& probabilities, int classes, const VolumeGrid& from,

@@ -1,5 +1,5 @@
 // A case stored in another orientation and at another spacing than the network's
-// (engine/preprocessing.hpp's to_network_grid, io's ResamplingLabelSink): read onto the
+// (engine/preprocessing.hpp's to_network_grid, io's ResamplingProbabilitySink): read onto the
 // network's grid in LPS order (identity direction, axis flips undone), and labels written on
 // that grid come back onto the case's own file geometry unchanged — label in = label out,
 // through the real NIfTI writer and reader.
@@ -94,13 +94,16 @@ TEST(NetworkGrid, FlippedAnisotropicCaseRoundTripsLabelInEqualsLabelOut) {
     for (int64_t at = k * plane; at < (k + 1) * plane; ++at) differ += on_net[size_t(at)] != expected[size_t(at)];
   EXPECT_EQ(differ, 0);
 
-  // Back onto the case's own grid and orientation, through the real writer and reader.
+  // Back onto the case's own grid and orientation as infer writes it (certain class
+  // probabilities, interpolated, argmax), through the real writer and reader.
   {
-    io::ResamplingLabelSink sink(std::make_unique<io::LabelVolumeWriter>((dir / "out.nii.gz").string(), g.extent, g.geo),
-                                 ng, io::grid_of(in->info()));
-    Block<uint8_t> block(Index{1, ng.extent[0], ng.extent[1], ng.extent[2]});
-    block.data = on_net;
-    sink.write(Box{{0, 0, 0}, ng.extent}, block);
+    io::ResamplingProbabilitySink sink(
+        std::make_unique<io::LabelVolumeWriter>((dir / "out.nii.gz").string(), g.extent, g.geo), 3, ng,
+        io::grid_of(in->info()), 255);
+    const size_t n = on_net.size();
+    Block<float> certain(Index{3, ng.extent[0], ng.extent[1], ng.extent[2]});
+    for (size_t i = 0; i < n; ++i) certain.data[on_net[i] * n + i] = 1.f;
+    sink.write(Box{{0, 0, 0}, ng.extent}, certain);
     sink.commit();
   }
   const auto out = io::open_image((dir / "out.nii.gz").string());
