@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "tessera/engine/regions.hpp"
 #include "tessera/engine/train_job.hpp"
 #include "tessera/io/rasterize.hpp"
@@ -197,9 +198,9 @@ double parse_time_budget(const std::string& text) {
   return seconds;
 }
 
-std::set<std::string> config_file_keys(const std::string& config) {
+std::set<std::string> config_file_keys(const ConfigFile& file) {
   std::set<std::string> keys;
-  if (!config.empty()) collect_keys(YAML::LoadFile(config), "", keys);
+  collect_keys(file.document(), "", keys);
   return keys;
 }
 
