@@ -307,6 +307,33 @@ TEST(Resample, AxisAlignedGridOfFlipsAndPermutationsKeepsEveryVoxelCentre) {
   EXPECT_TRUE(axis_aligned_grid(a) == a);
 }
 
+TEST(Resample, BoxFromAxisAlignedCoversTheSameVoxels) {
+  VolumeGrid g;
+  g.extent = {7, 5, 9};  // (z, y, x)
+  g.geo.spacing = {0.8, 1.1, 3.0};
+  g.geo.origin = {12.0, -4.0, 30.0};
+  g.geo.direction = {0, 1, 0, -1, 0, 0, 0, 0, -1};  // index x towards −y, y towards +x, z towards −z
+  const VolumeGrid a = axis_aligned_grid(g);
+  const Box on_a{{1, 2, 1}, {3, 4, 2}};
+  std::vector<uint8_t> marked(static_cast<size_t>(count(a.extent)), 0);
+  for (int64_t z = 0; z < on_a.size[0]; ++z)
+    for (int64_t y = 0; y < on_a.size[1]; ++y)
+      for (int64_t x = 0; x < on_a.size[2]; ++x)
+        marked[size_t(((on_a.origin[0] + z) * a.extent[1] + on_a.origin[1] + y) * a.extent[2] + on_a.origin[2] + x)] = 1;
+  const std::vector<uint8_t> on_g = resample_labels(marked, a, g);  // a reordering (test above)
+  const Box box = box_from_axis_aligned(g, on_a);
+  EXPECT_EQ(box.size[0] * box.size[1] * box.size[2], on_a.size[0] * on_a.size[1] * on_a.size[2]);
+  int64_t wrong = 0;
+  for (int64_t z = 0; z < g.extent[0]; ++z)
+    for (int64_t y = 0; y < g.extent[1]; ++y)
+      for (int64_t x = 0; x < g.extent[2]; ++x) {
+        const bool inside = z >= box.origin[0] && z < box.origin[0] + box.size[0] && y >= box.origin[1] &&
+                            y < box.origin[1] + box.size[1] && x >= box.origin[2] && x < box.origin[2] + box.size[2];
+        wrong += inside != (on_g[size_t((z * g.extent[1] + y) * g.extent[2] + x)] == 1);
+      }
+  EXPECT_EQ(wrong, 0);
+}
+
 using test_sinks::RecordingSink;
 
 TEST(Resample, ProbabilitySinkPassesNothingOnBeforeCommitThenTheWholeTargetOnce) {

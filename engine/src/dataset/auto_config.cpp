@@ -166,7 +166,8 @@ DatasetFingerprint fingerprint_run_data(const RunConfig& c, const std::string& c
   for (int k = static_cast<int>(names.size()); k < c.model.options.classes; ++k) names.push_back("class " + std::to_string(k));
   const Holdout holdout = c.data.holdout;
   return fingerprint_cases(config.empty() ? "data.pairs" : config, cases, names,
-                           [holdout](const Index& extent) { return training_region(extent, holdout); });
+                           [holdout](const Index& extent) { return training_region(extent, holdout); },
+                           c.data.resample.enabled);
 }
 
 double parse_time_budget(const std::string& text) {

@@ -51,6 +51,12 @@ VolumeGrid resampled_grid(const VolumeGrid& grid, const std::vector<double>& spa
 /// then interpolates). A grid on identity direction is returned unchanged.
 VolumeGrid axis_aligned_grid(const VolumeGrid& grid);
 
+/// The box (z, y, x) of `grid`'s own voxels that `aligned`, a box of axis_aligned_grid(grid),
+/// covers: its axis permutation and flips undone, so a region chosen in LPS order (a holdout
+/// as training sees the case) reads the same voxels from the file. Programmer error (abort)
+/// unless `aligned` lies inside the aligned grid's extent.
+Box box_from_axis_aligned(const VolumeGrid& grid, const Box& aligned);
+
 /// A multi-channel volume held in memory: `voxels` are (channels, z, y, x), x fastest, as
 /// ImageSource::read returns them; info.extent is (z, y, x) and info.channels says how many.
 /// The result of resample_volume; also a test double. Immutable, so safe to read concurrently.
