@@ -51,6 +51,18 @@ void check_grid(const VolumeGrid& g) {
   TESSERA_CHECK(g.geo.spacing.size() == 3 && g.geo.origin.size() == 3 && g.geo.direction.size() == 9);
 }
 
+// The permutation (physical axis r <- index axis best[r]) closest to a direction (row-major:
+// column c is index axis c in LPS).
+std::array<int, 3> nearest_axes(const std::vector<double>& d) {
+  std::array<int, 3> axes{0, 1, 2}, best = axes;
+  double best_weight = -1;
+  do {
+    const double weight = std::abs(d[size_t(axes[0])]) + std::abs(d[size_t(3 + axes[1])]) + std::abs(d[size_t(6 + axes[2])]);
+    if (weight > best_weight) best_weight = weight, best = axes;
+  } while (std::next_permutation(axes.begin(), axes.end()));
+  return best;
+}
+
 // `input` onto `to`: identity transform in physical space, the output grid set term by term;
 // outside the input the nearest edge voxel (ITK would otherwise write 0 there).
 template <class T>
@@ -155,14 +167,8 @@ VolumeGrid resampled_grid(const VolumeGrid& grid, const std::vector<double>& spa
 
 VolumeGrid axis_aligned_grid(const VolumeGrid& grid) {
   check_grid(grid);
-  const std::vector<double>& d = grid.geo.direction;  // row-major: column c is index axis c in LPS
-  // The permutation (physical axis r <- index axis axes[r]) closest to the direction.
-  std::array<int, 3> axes{0, 1, 2}, best = axes;
-  double best_weight = -1;
-  do {
-    const double weight = std::abs(d[size_t(axes[0])]) + std::abs(d[size_t(3 + axes[1])]) + std::abs(d[size_t(6 + axes[2])]);
-    if (weight > best_weight) best_weight = weight, best = axes;
-  } while (std::next_permutation(axes.begin(), axes.end()));
+  const std::vector<double>& d = grid.geo.direction;
+  const std::array<int, 3> best = nearest_axes(d);
   VolumeGrid out = grid;
   std::array<double, 3> corner{0, 0, 0};  // index of the voxel nearest the -x, -y, -z corner
   for (size_t r = 0; r < 3; ++r) {
@@ -176,6 +182,22 @@ VolumeGrid axis_aligned_grid(const VolumeGrid& grid) {
     for (size_t c = 0; c < 3; ++c) out.geo.origin[r] += d[3 * r + c] * grid.geo.spacing[c] * corner[c];
   }
   out.geo.direction = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  return out;
+}
+
+Box box_from_axis_aligned(const VolumeGrid& grid, const Box& aligned) {
+  check_grid(grid);
+  const std::vector<double>& d = grid.geo.direction;
+  const std::array<int, 3> best = nearest_axes(d);
+  TESSERA_CHECK(aligned.origin.size() == 3 && aligned.size.size() == 3);
+  Box out{Index(3, 0), Index(3, 0)};
+  for (size_t r = 0; r < 3; ++r) {  // physical axis r is index axis c; Box axes are (z, y, x)
+    const size_t c = size_t(best[r]);
+    const int64_t n = grid.extent[2 - c], from = aligned.origin[2 - r], size = aligned.size[2 - r];
+    TESSERA_CHECK(from >= 0 && size >= 0 && from + size <= n);
+    out.origin[2 - c] = d[3 * r + c] < 0 ? n - from - size : from;
+    out.size[2 - c] = size;
+  }
   return out;
 }
 
@@ -241,39 +263,6 @@ std::vector<uint8_t> resample_labels(const std::vector<uint8_t>& labels, const V
     throw Error("labels onto " + to_string(to.extent) + " voxels: cannot resample: out of memory");
   }
   return out;
-}
-
-// ---- ResamplingLabelSink --------------------------------------------------------------
-
-ResamplingLabelSink::ResamplingLabelSink(std::unique_ptr<LabelSink> inner, VolumeGrid from, VolumeGrid to)
-    : inner_(std::move(inner)), from_(std::move(from)), to_(std::move(to)) {
-  TESSERA_CHECK(inner_ != nullptr);
-  check_grid(from_);
-  check_grid(to_);
-  labels_.assign(static_cast<size_t>(detail::voxel_count(from_.extent)), 0);
-}
-
-void ResamplingLabelSink::write(const Box& box, const Block<uint8_t>& labels) {
-  TESSERA_CHECK(!committed_);
-  TESSERA_CHECK(detail::inside(box, from_.extent));
-  const int64_t dz = box.size[0], dy = box.size[1], dx = box.size[2];
-  TESSERA_CHECK((labels.shape == Index{1, dz, dy, dx}));
-  TESSERA_CHECK(static_cast<int64_t>(labels.data.size()) == dz * dy * dx);
-  const int64_t ny = from_.extent[1], nx = from_.extent[2];
-  for (int64_t z = 0; z < dz; ++z)
-    for (int64_t y = 0; y < dy; ++y) {
-      const auto src = labels.data.begin() + (z * dy + y) * dx;
-      std::copy(src, src + dx, labels_.begin() + ((box.origin[0] + z) * ny + box.origin[1] + y) * nx + box.origin[2]);
-    }
-}
-
-void ResamplingLabelSink::commit() {
-  TESSERA_CHECK(!committed_);
-  Block<uint8_t> block(Index{1, to_.extent[0], to_.extent[1], to_.extent[2]});
-  block.data = resample_labels(labels_, from_, to_);
-  inner_->write(Box{Index{0, 0, 0}, to_.extent}, block);
-  inner_->commit();
-  committed_ = true;
 }
 
 // ---- probabilities back onto the input's grid ----------------------------------------

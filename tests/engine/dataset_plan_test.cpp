@@ -15,6 +15,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "tessera/engine/dataset_plan.hpp"
 #include "tessera/io/volume.hpp"
 
@@ -226,6 +227,15 @@ TEST(AutoPlan, PlanSetsKeysTheFileAndFlagsLeave) {
   apply_auto_plan(named, "", {"model", "model.preset"}, {}, r);
   EXPECT_EQ(named.train.tile, 20);
   EXPECT_EQ(named.train.batch, 3);
+}
+
+TEST(AutoPlan, ConfigFileKeysAreTheDottedKeysTheFileSets) {
+  const ConfigFile f = ConfigFile::parse(
+      "run_dir: run\ntrain:\n  tile: 64\ndata:\n  resample:\n    spacing: [1, 1, 3]\n  pairs:\n"
+      "    - {image: a.tif, labels: b.tif}\n",
+      "c.yaml");
+  EXPECT_EQ(config_file_keys(f), (std::set<std::string>{"run_dir", "train", "train.tile", "data", "data.resample",
+                                                        "data.resample.spacing", "data.pairs"}));
 }
 
 // --time-budget's shape rule on a 3-D plan of 80³ tiles, 5 levels, 32 filters, batch 4, for a

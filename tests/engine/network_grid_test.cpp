@@ -1,8 +1,9 @@
 // A case stored in another orientation and at another spacing than the network's
-// (engine/preprocessing.hpp's to_network_grid, io's ResamplingLabelSink): read onto the
+// (engine/preprocessing.hpp's to_network_grid, io's ResamplingProbabilitySink): read onto the
 // network's grid in LPS order (identity direction, axis flips undone), and labels written on
 // that grid come back onto the case's own file geometry unchanged — label in = label out,
-// through the real NIfTI writer and reader.
+// through the real NIfTI writer and reader; --auto's fingerprint of such a case leaves out
+// the holdout training leaves out of that LPS-ordered array.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/dataset_plan.hpp"
 #include "tessera/engine/preprocessing.hpp"
+#include "tessera/engine/regions.hpp"
+#include "tessera/engine/run_config.hpp"
 #include "tessera/io/open_image.hpp"
 #include "tessera/io/resample.hpp"
 #include "tessera/io/volume.hpp"
@@ -94,13 +99,16 @@ TEST(NetworkGrid, FlippedAnisotropicCaseRoundTripsLabelInEqualsLabelOut) {
     for (int64_t at = k * plane; at < (k + 1) * plane; ++at) differ += on_net[size_t(at)] != expected[size_t(at)];
   EXPECT_EQ(differ, 0);
 
-  // Back onto the case's own grid and orientation, through the real writer and reader.
+  // Back onto the case's own grid and orientation as infer writes it (certain class
+  // probabilities, interpolated, argmax), through the real writer and reader.
   {
-    io::ResamplingLabelSink sink(std::make_unique<io::LabelVolumeWriter>((dir / "out.nii.gz").string(), g.extent, g.geo),
-                                 ng, io::grid_of(in->info()));
-    Block<uint8_t> block(Index{1, ng.extent[0], ng.extent[1], ng.extent[2]});
-    block.data = on_net;
-    sink.write(Box{{0, 0, 0}, ng.extent}, block);
+    io::ResamplingProbabilitySink sink(
+        std::make_unique<io::LabelVolumeWriter>((dir / "out.nii.gz").string(), g.extent, g.geo), 3, ng,
+        io::grid_of(in->info()), 255);
+    const size_t n = on_net.size();
+    Block<float> certain(Index{3, ng.extent[0], ng.extent[1], ng.extent[2]});
+    for (size_t i = 0; i < n; ++i) certain.data[on_net[i] * n + i] = 1.f;
+    sink.write(Box{{0, 0, 0}, ng.extent}, certain);
     sink.commit();
   }
   const auto out = io::open_image((dir / "out.nii.gz").string());
@@ -135,6 +143,63 @@ TEST(NetworkGrid, MedianSpacingIsTakenPerLpsAxis) {
   const auto moved = to_network_grid(*images[1], r, false);
   ASSERT_TRUE(moved);
   EXPECT_EQ(moved->info().extent, a.extent);
+}
+
+// --auto's fingerprint of data.pairs leaves out the holdout that training leaves out. A case
+// stored with x and y swapped and z reversed (index x runs along LPS y, index y along LPS x,
+// index z towards the feet) is held out, once along z and once along x, in LPS order as
+// training does on its reoriented array; the fingerprint must count the labels of the voxels
+// training keeps, and report that region's extent and spacing per LPS axis.
+TEST(NetworkGrid, FingerprintLeavesOutTheHoldoutTrainingLeavesOut) {
+  const fs::path dir = fs::temp_directory_path() / ("tessera-holdout-print-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  io::VolumeGrid g;
+  g.extent = {12, 16, 20};  // (z, y, x): LPS z 12, LPS x 16, LPS y 20
+  g.geo.spacing = {0.9, 0.8, 3.0};
+  g.geo.origin = {-5.0, -10.0, 40.0};
+  g.geo.direction = {0, 1, 0, 1, 0, 0, 0, 0, -1};
+  const std::string path = (dir / "case.nii.gz").string();
+  write_labels(path, g, labels_on(g));
+  RunConfig c;
+  PairConfig pair;
+  pair.image = pair.labels = path;
+  c.data.pairs.push_back(pair);
+  c.data.class_names = {"background", "one", "two"};
+  c.model.options.classes = 3;
+  // Training's array: the case on its own spacing per LPS axis (a reordering), LPS order.
+  VolumeResampling r;
+  r.spacing = {0.8, 0.9, 3.0};
+  const auto in = io::open_image(path);
+  const auto net = to_network_grid(*in, r, /*is_labels=*/true);
+  ASSERT_TRUE(net);
+  const Index& e = net->info().extent;
+  ASSERT_EQ(e, (Index{12, 20, 16}));
+  const std::vector<uint8_t> on_net = voxels(*net);
+  for (const Holdout& holdout : {Holdout{"z", 0.25}, Holdout{"x", 0.125}}) {
+    const std::string& axis = holdout.axis;
+    c.data.holdout = holdout;
+    const Box kept = training_region(e, c.data.holdout);
+    std::vector<double> counts(3, 0);
+    for (int64_t z = kept.origin[0]; z < kept.origin[0] + kept.size[0]; ++z)
+      for (int64_t y = kept.origin[1]; y < kept.origin[1] + kept.size[1]; ++y)
+        for (int64_t x = kept.origin[2]; x < kept.origin[2] + kept.size[2]; ++x) ++counts[on_net[size_t((z * e[1] + y) * e[2] + x)]];
+    ASSERT_GT(counts[1], 0) << axis;
+    ASSERT_GT(counts[2], 0) << axis;
+    const double total = counts[0] + counts[1] + counts[2];
+    const DatasetFingerprint f = fingerprint_run_data(c, "");
+    ASSERT_EQ(f.cases.size(), 1u);
+    EXPECT_EQ(f.cases[0].extent, kept.size) << axis;
+    ASSERT_EQ(f.cases[0].spacing.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(f.cases[0].spacing[k], (std::vector<double>{3.0, 0.9, 0.8})[k], 1e-6) << axis;
+    ASSERT_EQ(f.class_fractions.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_DOUBLE_EQ(f.class_fractions[k], counts[k] / total) << axis << " class " << k;
+  }
+  // Without resampling training keeps the file's axis order, and so does the fingerprint.
+  c.data.resample.enabled = false;
+  c.data.holdout = Holdout{"z", 0.25};
+  EXPECT_EQ(fingerprint_run_data(c, "").cases[0].extent, training_region(g.extent, c.data.holdout).size);
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
 // Volume resampling (tessera/io/resample.hpp): nnU-Net's target grid, linear resampling in
-// physical space, nearest-neighbour label round trips, and the label sink that writes the
-// input's own grid through the real writer, read back by the real reader.
+// physical space, nearest-neighbour label round trips, and the probability sink that hands
+// the input's whole grid on at commit only.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <numbers>
@@ -16,11 +15,9 @@
 #include "error_of.hpp"
 #include "tessera/io/resample.hpp"
 #include "recording_sink.hpp"
-#include "tessera/io/volume.hpp"
 
 namespace tessera::io {
 namespace {
-namespace fs = std::filesystem;
 using test::error_of;
 using Point = std::array<double, 3>;  // LPS mm, or mm along the grid's axes (x, y, z)
 
@@ -310,62 +307,64 @@ TEST(Resample, AxisAlignedGridOfFlipsAndPermutationsKeepsEveryVoxelCentre) {
   EXPECT_TRUE(axis_aligned_grid(a) == a);
 }
 
+TEST(Resample, BoxFromAxisAlignedCoversTheSameVoxels) {
+  VolumeGrid g;
+  g.extent = {7, 5, 9};  // (z, y, x)
+  g.geo.spacing = {0.8, 1.1, 3.0};
+  g.geo.origin = {12.0, -4.0, 30.0};
+  g.geo.direction = {0, 1, 0, -1, 0, 0, 0, 0, -1};  // index x towards −y, y towards +x, z towards −z
+  const VolumeGrid a = axis_aligned_grid(g);
+  const Box on_a{{1, 2, 1}, {3, 4, 2}};
+  std::vector<uint8_t> marked(static_cast<size_t>(count(a.extent)), 0);
+  for (int64_t z = 0; z < on_a.size[0]; ++z)
+    for (int64_t y = 0; y < on_a.size[1]; ++y)
+      for (int64_t x = 0; x < on_a.size[2]; ++x)
+        marked[size_t(((on_a.origin[0] + z) * a.extent[1] + on_a.origin[1] + y) * a.extent[2] + on_a.origin[2] + x)] = 1;
+  const std::vector<uint8_t> on_g = resample_labels(marked, a, g);  // a reordering (test above)
+  const Box box = box_from_axis_aligned(g, on_a);
+  EXPECT_EQ(box.size[0] * box.size[1] * box.size[2], on_a.size[0] * on_a.size[1] * on_a.size[2]);
+  int64_t wrong = 0;
+  for (int64_t z = 0; z < g.extent[0]; ++z)
+    for (int64_t y = 0; y < g.extent[1]; ++y)
+      for (int64_t x = 0; x < g.extent[2]; ++x) {
+        const bool inside = z >= box.origin[0] && z < box.origin[0] + box.size[0] && y >= box.origin[1] &&
+                            y < box.origin[1] + box.size[1] && x >= box.origin[2] && x < box.origin[2] + box.size[2];
+        wrong += inside != (on_g[size_t((z * g.extent[1] + y) * g.extent[2] + x)] == 1);
+      }
+  EXPECT_EQ(wrong, 0);
+}
+
 using test_sinks::RecordingSink;
 
-TEST(Resample, SinkPassesNothingOnBeforeCommitThenTheWholeTargetOnce) {
+TEST(Resample, ProbabilitySinkPassesNothingOnBeforeCommitThenTheWholeTargetOnce) {
   const VolumeGrid g = ct_grid(), iso = resampled_grid(g, {1.0, 1.0, 1.0});
   auto recording = std::make_unique<RecordingSink>();
   RecordingSink* inner = recording.get();
-  ResamplingLabelSink sink(std::move(recording), iso, g);
-  Block<uint8_t> ones(Index{1, 5, 40, 30});
-  ones.data.assign(ones.data.size(), 1);
-  sink.write(Box{{10, 0, 0}, {5, 40, 30}}, ones);
+  ResamplingProbabilitySink sink(std::move(recording), 2, iso, g, 255);
+  // Class 1 certain on iso's slices 10..14, the rest never written (nodata).
+  const Index window{5, 40, 30};
+  Block<float> certain(Index{2, window[0], window[1], window[2]});
+  const size_t half = certain.data.size() / 2;
+  std::fill(certain.data.begin() + long(half), certain.data.end(), 1.f);
+  sink.write(Box{{10, 0, 0}, window}, certain);
   EXPECT_TRUE(inner->boxes.empty());
   EXPECT_FALSE(inner->committed);
   sink.commit();
   ASSERT_EQ(inner->boxes.size(), 1u);
   EXPECT_EQ(inner->boxes[0], (Box{{0, 0, 0}, g.extent}));
   EXPECT_TRUE(inner->committed);
-  std::vector<uint8_t> on_iso(static_cast<size_t>(count(iso.extent)), 0);
-  std::fill(on_iso.begin() + 10 * 40 * 30, on_iso.begin() + 15 * 40 * 30, 1);
-  EXPECT_EQ(inner->last.data, resample_labels(on_iso, iso, g));
-}
-
-TEST(Resample, SinkWritesTheInputGridThroughTheRealWriterAndReader) {
-  const fs::path dir = fs::temp_directory_path() / ("tessera-resample-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const std::string path = (dir / "labels.nii.gz").string();
-  const VolumeGrid g = ct_grid(), iso = resampled_grid(g, {1.0, 1.0, 1.0});
-  const std::vector<uint8_t> written = shape_labels(iso);
-  {
-    ResamplingLabelSink sink(std::make_unique<LabelVolumeWriter>(path, g.extent, g.geo), iso, g);
-    // Two windows, split in z, as tiled inference writes them.
-    const int64_t plane = iso.extent[1] * iso.extent[2], split = 23;
-    for (auto [z0, dz] : {std::pair<int64_t, int64_t>{0, split}, {split, iso.extent[0] - split}}) {
-      Block<uint8_t> window(Index{1, dz, iso.extent[1], iso.extent[2]});
-      std::copy(written.begin() + z0 * plane, written.begin() + (z0 + dz) * plane, window.data.begin());
-      sink.write(Box{{z0, 0, 0}, {dz, iso.extent[1], iso.extent[2]}}, window);
-    }
-    EXPECT_FALSE(fs::exists(path));
-    sink.commit();
-  }
-  const VolumeReader reader(path);
-  EXPECT_EQ(reader.info().extent, g.extent);
-  EXPECT_TRUE(grid_of(reader.info()) == g);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_NEAR(reader.info().geo.spacing[i], g.geo.spacing[i], 1e-6);
-    EXPECT_NEAR(reader.info().geo.origin[i], g.geo.origin[i], 1e-4);
-  }
-  for (int i = 0; i < 9; ++i) EXPECT_NEAR(reader.info().geo.direction[i], g.geo.direction[i], 1e-6);
-  const Block<float> read = reader.read(Box{{0, 0, 0}, g.extent});
-  const std::vector<uint8_t> expected = resample_labels(written, iso, g);
-  ASSERT_EQ(read.data.size(), expected.size());
-  int64_t differ = 0, twos = 0;
-  for (size_t i = 0; i < expected.size(); ++i) differ += read.data[i] != expected[i], twos += expected[i] == 2;
-  EXPECT_EQ(differ, 0);
-  EXPECT_GT(twos, 1000);
-  fs::remove_all(dir);
+  const int64_t n = count(iso.extent), plane = iso.extent[1] * iso.extent[2];
+  std::vector<float> on_iso(static_cast<size_t>(2 * n), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t z = 10; z < 15; ++z)
+    for (int64_t y = 0; y < window[1]; ++y)
+      for (int64_t x = 0; x < window[2]; ++x) {
+        const int64_t at = z * plane + y * iso.extent[2] + x;
+        on_iso[size_t(at)] = 0.f;
+        on_iso[size_t(n + at)] = 1.f;
+      }
+  const std::vector<uint8_t> expected = argmax_resampled(on_iso, 2, iso, g, 255);
+  EXPECT_GT(std::count(expected.begin(), expected.end(), uint8_t{1}), 1000);
+  EXPECT_EQ(inner->last.data, expected);
 }
 
 }  // namespace

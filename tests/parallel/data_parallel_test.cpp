@@ -12,11 +12,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <memory>
 #include <vector>
 
 #include "../core/memory_image.hpp"
+#include "loss_difference.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/parallel/modes/data_parallel.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
@@ -28,6 +28,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using tessera::testing::MemoryImage;
+using tessera::test::max_relative_loss_difference;
 
 struct Scene {
   MemoryImage image{Index{128, 128}, 2, [](int c, const Index& at) {
@@ -124,18 +125,6 @@ torch::Tensor train_once(int batch, TrainHooks* hooks, const std::string& run_di
 
 double max_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).abs().max() / b.abs().max()).item<double>();
-}
-
-// Largest relative difference of the per-step losses; +inf when the step counts differ or a
-// loss is not finite (every step here has labelled pixels).
-double max_relative_loss_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  }
-  return worst;
 }
 
 // Adam divides by the root of the squared gradient, so an element whose true gradient is ~0

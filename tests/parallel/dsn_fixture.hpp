@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "../core/memory_image.hpp"
+#include "loss_difference.hpp"
 #include "tessera/core/dsn_training.hpp"
 #include "tessera/core/decomposition.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
@@ -26,6 +26,7 @@
 namespace tessera::parallel::dsn_test {
 
 using tessera::testing::MemoryImage;
+using tessera::test::max_relative_loss_difference;
 namespace fs = std::filesystem;
 
 inline constexpr int64_t kSide = 96;
@@ -166,16 +167,6 @@ inline double max_relative_difference(const torch::Tensor& a, const torch::Tenso
 // element-wise one.
 inline double norm_relative_difference(const torch::Tensor& a, const torch::Tensor& b) {
   return ((a - b).norm() / b.norm()).item<double>();
-}
-
-inline double max_relative_loss_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size() || a.empty()) return std::numeric_limits<double>::infinity();
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return std::numeric_limits<double>::infinity();
-    worst = std::max(worst, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  }
-  return worst;
 }
 
 // Domain-parallel hooks that also keep the per-step losses.

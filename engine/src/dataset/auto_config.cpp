@@ -10,6 +10,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/config_file.hpp"
 #include "tessera/engine/regions.hpp"
 #include "tessera/engine/train_job.hpp"
 #include "tessera/io/rasterize.hpp"
@@ -165,7 +166,8 @@ DatasetFingerprint fingerprint_run_data(const RunConfig& c, const std::string& c
   for (int k = static_cast<int>(names.size()); k < c.model.options.classes; ++k) names.push_back("class " + std::to_string(k));
   const Holdout holdout = c.data.holdout;
   return fingerprint_cases(config.empty() ? "data.pairs" : config, cases, names,
-                           [holdout](const Index& extent) { return training_region(extent, holdout); });
+                           [holdout](const Index& extent) { return training_region(extent, holdout); },
+                           c.data.resample.enabled);
 }
 
 double parse_time_budget(const std::string& text) {
@@ -197,9 +199,9 @@ double parse_time_budget(const std::string& text) {
   return seconds;
 }
 
-std::set<std::string> config_file_keys(const std::string& config) {
+std::set<std::string> config_file_keys(const ConfigFile& file) {
   std::set<std::string> keys;
-  if (!config.empty()) collect_keys(YAML::LoadFile(config), "", keys);
+  collect_keys(file.document(), "", keys);
   return keys;
 }
 

@@ -19,20 +19,31 @@
 namespace tessera::engine {
 namespace {
 
-// Extent (of `box`) and spacing in the extent's axis order: a whole volume's per LPS axis (as
-// training reorients it: flips and axis permutations undone), ITK's (x, y, z) spacing
-// reversed; a raster's pixel size.
-CaseFingerprint case_fingerprint(const std::string& id, const ImageInfo& info, const Box& box) {
-  const auto& g = info.geo;
-  if (info.kind == "volume" && info.extent.size() == 3 && box.size == info.extent) {
-    const io::VolumeGrid grid = io::axis_aligned_grid(io::grid_of(info));
-    const std::vector<double>& s = grid.geo.spacing;
-    return {id, grid.extent, {s[2], s[1], s[0]}};
+// A case as training sees it: `region` (null: the whole) taken on its extent in training's
+// axis order, that region's extent and spacing, and the file's voxels it covers. A volume
+// `reoriented` as training reorients it (flips and axis permutations undone, ITK's (x, y, z)
+// spacing reversed) has its region chosen on the LPS-ordered extent and read back from the
+// file's own order; otherwise (a raster: pixel size) the file's order is training's.
+struct MeasuredCase {
+  CaseFingerprint fingerprint;
+  Box box;  // in the file's voxels
+};
+
+MeasuredCase measure_case(const std::string& id, const ImageInfo& info, const std::function<Box(const Index&)>& region,
+                          bool reoriented) {
+  const auto chosen = [&](const Index& extent) { return region ? region(extent) : Box{Index(extent.size(), 0), extent}; };
+  if (reoriented && info.kind == "volume" && info.extent.size() == 3) {
+    const io::VolumeGrid grid = io::grid_of(info), aligned = io::axis_aligned_grid(grid);
+    const Box box = chosen(aligned.extent);
+    const std::vector<double>& s = aligned.geo.spacing;
+    return {{id, box.size, {s[2], s[1], s[0]}}, io::box_from_axis_aligned(grid, box)};
   }
+  const Box box = chosen(info.extent);
+  const auto& g = info.geo;
   if (!g.spacing.empty())
-    return {id, box.size, std::vector<double>(g.spacing.rbegin(), g.spacing.rbegin() + long(info.extent.size()))};
-  if (g.geotransform.size() == 6) return {id, box.size, {std::abs(g.geotransform[5]), std::abs(g.geotransform[1])}};
-  return {id, box.size, std::vector<double>(info.extent.size(), 1.0)};
+    return {{id, box.size, std::vector<double>(g.spacing.rbegin(), g.spacing.rbegin() + long(info.extent.size()))}, box};
+  if (g.geotransform.size() == 6) return {{id, box.size, {std::abs(g.geotransform[5]), std::abs(g.geotransform[1])}}, box};
+  return {{id, box.size, std::vector<double>(info.extent.size(), 1.0)}, box};
 }
 
 // Adds each class's voxels of `labels` inside `region` to `counts`, one slice (row) at a time.
@@ -51,7 +62,7 @@ void count_labels(const ImageSource& labels, const Box& region, std::vector<int6
 
 DatasetFingerprint fingerprint_cases(const std::string& folder, const std::vector<MsdCase>& cases,
                                      const std::vector<std::string>& class_names,
-                                     const std::function<Box(const Index&)>& region) {
+                                     const std::function<Box(const Index&)>& region, bool reoriented) {
   DatasetFingerprint f;
   f.folder = folder;
   f.class_names = class_names;
@@ -66,12 +77,12 @@ DatasetFingerprint fingerprint_cases(const std::string& folder, const std::vecto
     const Index& extent = image.info().extent;
     if (labels.info().extent != extent)
       throw Error(c.label + ": " + to_string(labels.info().extent) + " voxels, its image " + c.image + " " + to_string(extent));
-    const Box box = region ? region(extent) : Box{Index(extent.size(), 0), extent};
+    const MeasuredCase measured = measure_case(c.id, image.info(), region, reoriented);
     if (f.modality.empty()) f.modality = volume_modality(image);
-    f.cases.push_back(case_fingerprint(c.id, image.info(), box));
+    f.cases.push_back(measured.fingerprint);
     f.dims = static_cast<int>(extent.size());
-    count_labels(labels, box, counts);
-    regions.push_back({&image, &labels, box});
+    count_labels(labels, measured.box, counts);
+    regions.push_back({&image, &labels, measured.box});
   }
   if (f.cases.empty()) throw Error(folder + ": no labelled case");
   int64_t total = 0;

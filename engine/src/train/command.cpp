@@ -22,12 +22,15 @@ namespace {
 
 constexpr int kDefaultFolds = 5;
 
-// --config FILE, or --dataset DIR alone (a config of data.dataset only).
-RunConfig base_config(const TrainCommandLine& l, TrainRequest& r) {
+// --config FILE (`file_keys`: the keys it sets), or --dataset DIR alone (a config of
+// data.dataset only; no file keys).
+RunConfig base_config(const TrainCommandLine& l, TrainRequest& r, std::set<std::string>& file_keys) {
   if (!r.config.empty()) {
     if (!l.dataset.empty())
       throw Error("--dataset " + l.dataset + ": with --config give the folder as data.dataset in " + r.config);
-    return load_run_config(r.config);
+    const ConfigFile file = ConfigFile::load(r.config);
+    file_keys = config_file_keys(file);
+    return load_run_config(file);
   }
   if (l.dataset.empty()) throw Error("tessera train: --config FILE or --dataset DIR is required");
   const std::string dir = std::filesystem::absolute(l.dataset).lexically_normal().string();
@@ -148,7 +151,8 @@ std::string describe_folds(const std::vector<FoldResult>& folds, const std::vect
 void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::function<void(RunConfig&)>& apply_flags,
                        const std::set<std::string>& flag_keys) {
   const bool from_file = !r.config.empty();
-  RunConfig c = base_config(l, r);
+  std::set<std::string> file_keys;
+  RunConfig c = base_config(l, r, file_keys);
   apply_flags(c);
   const bool every_fold = set_folds(l, c);
   if (every_fold && !r.resume.empty() && r.resume != "auto")
@@ -165,8 +169,7 @@ void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::fun
       throw Error("--auto under an MPI launcher needs --device-memory: every rank must plan the same batch and patch, "
                   "and each host's free memory differs");
     const auto planning = std::chrono::steady_clock::now();
-    r.auto_plan = apply_auto_plan(c, from_file ? r.config : "", from_file ? config_file_keys(r.config) : std::set<std::string>{},
-                                  flag_keys, a);
+    r.auto_plan = apply_auto_plan(c, from_file ? r.config : "", file_keys, flag_keys, a);
     r.auto_plan.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - planning).count();
   }
   if (every_fold) return run_every_fold(c, r);

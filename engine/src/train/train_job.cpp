@@ -97,9 +97,11 @@ void absolute_data_paths(RunConfig& c, const std::string& config) {
   absolute(c.data.dataset);
 }
 
-RunConfig load_run_config(const std::string& config) {
-  RunConfig c = read_run_config(ConfigFile::load(config));
-  c.train.run_dir = config_relative(config, c.train.run_dir);
+RunConfig load_run_config(const std::string& config) { return load_run_config(ConfigFile::load(config)); }
+
+RunConfig load_run_config(const ConfigFile& file) {
+  RunConfig c = read_run_config(file);
+  c.train.run_dir = config_relative(file.name(), c.train.run_dir);
   return c;
 }
 

@@ -78,9 +78,9 @@ inline constexpr int64_t kMinBudgetSteps = 1000;
 /// Seconds of a --time-budget: "30m", "1h", "1h30m", "90s", "45" (seconds). Throws naming the flag.
 double parse_time_budget(const std::string& text);
 
-/// The dotted keys a YAML config sets ("train", "train.tile", "data.resample.spacing"; a list
-/// is one key). Empty for an empty path.
-std::set<std::string> config_file_keys(const std::string& config);
+/// The dotted keys a parsed config sets ("train", "train.tile", "data.resample.spacing"; a list
+/// is one key).
+std::set<std::string> config_file_keys(const ConfigFile& file);
 
 /// The fingerprint of `c`'s data.dataset (relative to `config`), or of its data.pairs on their
 /// training regions (the holdout left out). Throws naming the pair with polygon labels.

@@ -61,10 +61,14 @@ DatasetFingerprint fingerprint_dataset(const std::string& path);
 
 /// The fingerprint of labelled cases (image and label paths; a config's image/label pairs):
 /// each case measured inside `region(extent)` (null: the whole image; a holdout left out),
-/// labels counted for `class_names`. `source` names them in errors and the text.
+/// labels counted for `class_names`. `source` names them in errors and the text. `reoriented`
+/// (training resamples volumes, data.resample.enabled): a volume is measured as training
+/// reorients it, axis flips and permutations undone, so its extent and spacing are per LPS
+/// axis and `region` is taken on that extent and read from the voxels it covers there;
+/// otherwise in the file's own axis order.
 DatasetFingerprint fingerprint_cases(const std::string& source, const std::vector<MsdCase>& cases,
                                      const std::vector<std::string>& class_names,
-                                     const std::function<Box(const Index&)>& region);
+                                     const std::function<Box(const Index&)>& region, bool reoriented = true);
 
 /// What the plan is sized to.
 struct PlanResources {

@@ -32,6 +32,8 @@ struct TrainRequest {
 
 /// `config`'s file, then its run_dir relative to that file: what `tessera train` starts from.
 RunConfig load_run_config(const std::string& config);
+/// The same of a file already parsed (ConfigFile::load): its name is the path.
+RunConfig load_run_config(const ConfigFile& file);
 
 /// A path as a config file gives it, relative to the file.
 std::string config_relative(const std::string& config, const std::string& path);

@@ -1,11 +1,12 @@
 #pragma once
 // Volumes onto another voxel grid, as nnU-Net does before and after its network: the image
-// onto a target spacing (linear or nearest), the labels back onto the input's own grid
-// (nearest, so class ids are never mixed). Resampling is ITK's, in physical space (LPS mm):
-// oblique directions and non-zero origins are honoured, and positions outside the input take
-// the nearest edge voxel's value (never zero, so borders are not darkened and the background
-// class is not invented). ITK types stay in io/src. Thread safety: the functions are
-// reentrant; a MemoryVolume may be read from many threads; a ResamplingLabelSink is not shared.
+// onto a target spacing (linear or nearest), labels by nearest neighbour (class ids are never
+// mixed), and a prediction back onto the input's own grid through its class probabilities
+// (linear, then argmax). Resampling is ITK's, in physical space (LPS mm): oblique directions
+// and non-zero origins are honoured, and positions outside the input take the nearest edge
+// voxel's value (never zero, so borders are not darkened and the background class is not
+// invented). ITK types stay in io/src. Thread safety: the functions are reentrant; a
+// MemoryVolume may be read from many threads; a ResamplingProbabilitySink is not shared.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,6 +50,12 @@ VolumeGrid resampled_grid(const VolumeGrid& grid, const std::vector<double>& spa
 /// it is a reordering); an oblique direction is rounded to the nearest such one (resampling
 /// then interpolates). A grid on identity direction is returned unchanged.
 VolumeGrid axis_aligned_grid(const VolumeGrid& grid);
+
+/// The box (z, y, x) of `grid`'s own voxels that `aligned`, a box of axis_aligned_grid(grid),
+/// covers: its axis permutation and flips undone, so a region chosen in LPS order (a holdout
+/// as training sees the case) reads the same voxels from the file. Programmer error (abort)
+/// unless `aligned` lies inside the aligned grid's extent.
+Box box_from_axis_aligned(const VolumeGrid& grid, const Box& aligned);
 
 /// A multi-channel volume held in memory: `voxels` are (channels, z, y, x), x fastest, as
 /// ImageSource::read returns them; info.extent is (z, y, x) and info.channels says how many.
@@ -115,27 +122,6 @@ class ResamplingProbabilitySink {
   VolumeGrid to_;
   uint8_t nodata_;
   std::vector<float> probabilities_;  // (classes, z, y, x) on from_
-  bool committed_ = false;
-};
-
-/// A LabelSink for a model run on another grid than the input's: it receives label windows
-/// (z, y, x) on `from` (e.g. the 1 mm grid the model saw), keeps them in memory (from's voxel
-/// count in bytes; unwritten voxels are 0), and on commit() resamples them by nearest
-/// neighbour onto `to` (the input's own grid), writes them into `inner` as one window of to's
-/// whole extent, then commits `inner`. Without commit() nothing reaches `inner`.
-/// Not thread-safe: one writer, as for every LabelSink.
-class ResamplingLabelSink final : public LabelSink {
- public:
-  ResamplingLabelSink(std::unique_ptr<LabelSink> inner, VolumeGrid from, VolumeGrid to);
-  /// Box inside from's extent, labels shape (1, box.size...); else programmer error.
-  void write(const Box& box, const Block<uint8_t>& labels) override;
-  void commit() override;
-
- private:
-  std::unique_ptr<LabelSink> inner_;
-  VolumeGrid from_;
-  VolumeGrid to_;
-  std::vector<uint8_t> labels_;  // on from_, x fastest
   bool committed_ = false;
 };
 
