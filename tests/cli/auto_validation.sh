@@ -57,7 +57,7 @@ PY
 # The decision: on the validation cases' predictions alone, as `tessera postprocess` takes it.
 P="$W/run/postprocessing.json"
 [ -s "$P" ] || fail "no run/postprocessing.json: $(tail -5 "$W/auto.log")"
-[ "$(ls "$W/run/validation")" = "$(printf 'case_000.nii.gz\ncase_005.nii.gz')" ] || fail "run/validation: $(ls -a "$W/run/validation")"
+[ "$(cd "$W/run/validation" && ls ./*.nii.gz)" = "$(printf './case_000.nii.gz\n./case_005.nii.gz')" ] || fail "run/validation: $(ls -a "$W/run/validation")"
 grep -q '^train: validation: 2 cases inferred and decided' "$W/auto.log" || fail "no decision line: $(tail -6 "$W/auto.log")"
 grep -qE '^ *liver +[0-9]+ +[0-9.]+ +[0-9.]+  (kept|not kept)$' "$W/auto.log" || fail "no per-class table: $(tail -6 "$W/auto.log")"
 mkdir -p "$W/check" "$W/same"
