@@ -117,6 +117,8 @@ void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline, bool stag
   else
     s.set("train.loss.kind", std::string("dice_ce"), "Dice + cross-entropy (nnU-Net)");
   s.set("train.foreground_fraction", 0.33, choice_why(p, "foreground_fraction"));
+  s.set("train.steps_per_epoch", int64_t{250},
+        "nnU-Net's epoch of 250 steps: the validation cases are scored, the best model kept, once per epoch");
   if (stages_or_blocks)
     s.set("train.deep_supervision", false,
           "off: pipeline stages and spatial blocks run the forward themselves, one loss on the full-resolution output "
