@@ -132,12 +132,13 @@ PostprocessingDecision decide_postprocessing(const std::vector<std::string>& pre
 }
 
 std::string describe_postprocessing(const PostprocessingDecision& d, const std::vector<std::string>& names) {
-  std::string s = "class  cases  Dice without  Dice with  largest component\n";
-  for (const auto& c : d.classes) {
-    const std::string name = size_t(c.label) < names.size() ? names[size_t(c.label)] : std::to_string(c.label);
-    s += fmt::format("{:>5}  {:>5}  {:>12.4f}  {:>9.4f}  {}\n", name, c.cases, c.dice_without, c.dice_with,
+  const auto name = [&](int label) { return size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label); };
+  size_t width = 5;  // "class"
+  for (const auto& c : d.classes) width = std::max(width, name(c.label).size());
+  std::string s = fmt::format("{:>{}}  cases  Dice without  Dice with  largest component\n", "class", width);
+  for (const auto& c : d.classes)
+    s += fmt::format("{:>{}}  {:>5}  {:>12.4f}  {:>9.4f}  {}\n", name(c.label), width, c.cases, c.dice_without, c.dice_with,
                      c.keep_largest ? "kept" : "not kept");
-  }
   return s;
 }
 
