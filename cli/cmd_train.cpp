@@ -66,7 +66,8 @@ void add_auto_flags(CLI::App* cmd, engine::TrainCommandLine& l) {
   cmd->add_option("--time-budget", l.time_budget, "With --auto: train.steps from a measured step time (30m, 1h, 90s)");
   cmd->add_option("--device-memory", l.device_memory_gib, "With --auto: GiB per device the plan sizes to (default: this machine)");
   cmd->add_option("--dataset", l.dataset, "An MSD / nnU-Net folder to train on without a config file (data.dataset)");
-  cmd->add_option("--fold", l.fold, "Validate on fold K of data.folds, or `all`: one run per fold in RUN/fold-K and a summary");
+  cmd->add_option("--fold", l.fold, "Validate on fold K of data.folds, or `all`: one run per fold in RUN/fold-K and a summary, or `none`: no "
+                  "validation cases (--auto on a dataset of 5 or more cases validates on fold 0 of 5 by default)");
   cmd->add_option("--folds", l.folds, "Folds for --fold (default data.folds, else 5)");
 }
 

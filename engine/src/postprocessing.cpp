@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "tessera/core/error.hpp"
 #include "tessera/core/metrics.hpp"
 #include "tessera/io/components.hpp"
@@ -129,6 +131,17 @@ PostprocessingDecision decide_postprocessing(const std::vector<std::string>& pre
   return d;
 }
 
+std::string describe_postprocessing(const PostprocessingDecision& d, const std::vector<std::string>& names) {
+  const auto name = [&](int label) { return size_t(label) < names.size() ? names[size_t(label)] : std::to_string(label); };
+  size_t width = 5;  // "class"
+  for (const auto& c : d.classes) width = std::max(width, name(c.label).size());
+  std::string s = fmt::format("{:>{}}  cases  Dice without  Dice with  largest component\n", "class", width);
+  for (const auto& c : d.classes)
+    s += fmt::format("{:>{}}  {:>5}  {:>12.4f}  {:>9.4f}  {}\n", name(c.label), width, c.cases, c.dice_without, c.dice_with,
+                     c.keep_largest ? "kept" : "not kept");
+  return s;
+}
+
 std::string postprocessing_path(const std::string& run_dir) { return (fs::path(run_dir) / "postprocessing.json").string(); }
 
 std::string run_of_checkpoint(const std::string& checkpoint) {
@@ -164,10 +177,7 @@ void run_postprocess(const PostprocessOptions& o) {
   const PostprocessingDecision d = decide_postprocessing(pred, truth, o.classes);
   std::printf("post-processing on %zu validation cases: keep the largest component where it raises the class's mean Dice\n",
               pred.size());
-  std::printf("class  cases  Dice without  Dice with  largest component\n");
-  for (const auto& c : d.classes)
-    std::printf("%5d  %5d  %12.4f  %9.4f  %s\n", c.label, c.cases, c.dice_without, c.dice_with,
-                c.keep_largest ? "kept" : "not kept");
+  std::printf("%s", describe_postprocessing(d).c_str());
   write_file_atomically(postprocessing_path(o.run), {d.to_json().dump(2), "\n"});
   std::printf("%s\n", postprocessing_path(o.run).c_str());
 }

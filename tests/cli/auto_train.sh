@@ -6,6 +6,7 @@
 #   - --time-budget shapes the step (tile, levels, filters from a measured rate) and measures
 #     steps (train.steps written with the measured figure);
 #   - --fold all trains one run per fold and prints and writes the folds' summary;
+#   - fewer than 5 cases: no validation cases held out (cli.auto_validation: 5 or more);
 #   - bad --time-budget / --fold values are one line naming the flag, exit 1.
 # Usage: auto_train.sh TESSERA MAKE_SAMPLE
 set -uo pipefail
@@ -41,6 +42,9 @@ grep -q '^# auto: train.augment_elastic: 0 — off: ' "$C" || fail "elastic not 
 grep -q '^train: auto: model.levels: [0-9]* — ' "$W/plain.log" || fail "stderr does not list the choices: $(head "$W/plain.log")"
 [ "$(key "$C" train deep_supervision)" = True ] || fail "train.deep_supervision not the plan's true"
 [ -s "$W/run/checkpoints/last.pt" ] || fail "no checkpoint"
+# 3 cases, fewer than 5 folds: none held out, nothing decided at the end.
+grep -q '^# auto: data.folds: 0 — 3 training cases, fewer than 5: none held out' "$C" || fail "no holdout line: $(grep 'data.folds' "$C")"
+[ ! -e "$W/run/postprocessing.json" ] || fail "a run without validation cases decided post-processing"
 
 # A config file's key wins over the plan; its dataset is relative to the file.
 mkdir -p "$W/cfg"

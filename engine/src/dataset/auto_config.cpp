@@ -118,6 +118,8 @@ void set_training(PlanSetter& s, const TrainingPlan& p, bool pipeline, bool stag
   else
     s.set("train.loss.kind", std::string("dice_ce"), "Dice + cross-entropy (nnU-Net)");
   s.set("train.foreground_fraction", 0.33, choice_why(p, "foreground_fraction"));
+  s.set("train.steps_per_epoch", int64_t{250},
+        "nnU-Net's epoch of 250 steps: the validation cases are scored, the best model kept, once per epoch");
   if (stages_or_blocks)
     s.set("train.deep_supervision", false,
           "off: pipeline stages and spatial blocks run the forward themselves, one loss on the full-resolution output "
@@ -147,6 +149,32 @@ void set_augmentation(PlanSetter& s, int dims, double budget_s) {
   s.set("train.augment_intensity_scale", 0.25, "brightness x 0.75-1.25 (nnU-Net; on every tile)");
   s.set("train.augment_gaussian_noise", 0.1, "Gaussian noise sigma 0.1 in normalised units (nnU-Net: variance up to 0.1)");
   s.note("augmentation", "no low-resolution simulation", "nnU-Net's list has it; Tessera's trainer does not yet");
+}
+
+// A dataset's validation cases: fold 0 of kAutoFolds (the split --fold all makes) when it has
+// enough cases and nothing else chose them.
+void set_validation(PlanSetter& s, const RunConfig& c, const DatasetFingerprint& f, bool split_given) {
+  if (c.data.dataset.empty()) return;  // pairs validate on their holdout
+  for (const char* key : {"data.validation", "data.fold", "data.folds"})
+    if (!s.given_by(key).empty()) {
+      s.note("data.folds", "as configured", std::string(key) + " given by " + s.given_by(key) + ": the validation cases are its");
+      return;
+    }
+  if (split_given) {
+    s.note("data.folds", std::to_string(c.data.folds), "--fold / --folds given: the validation cases are theirs");
+    return;
+  }
+  const int n = static_cast<int>(f.cases.size());
+  if (n < kAutoFolds) {
+    s.note("data.folds", "0", fmt::format("{} training cases, fewer than {}: none held out (no validation, no post-processing "
+                                          "decision)", n, kAutoFolds));
+    return;
+  }
+  s.set("data.folds", kAutoFolds,
+        fmt::format("nnU-Net's 5 folds; this run validates on fold 0 (the split --fold all makes: every {}th case by id "
+                    "from the first), and at the end decides the post-processing on those cases (--fold none: no holdout)",
+                    kAutoFolds));
+  s.set("data.fold", 0, "fold 0 of data.folds");
 }
 
 }  // namespace
@@ -212,11 +240,13 @@ AutoPlan apply_auto_plan(RunConfig& c, const std::string& config, const std::set
   const DatasetFingerprint f = fingerprint_run_data(c, config);
   const TrainingPlan p = plan_training(f, plan_resources(1, request.device_memory_gib));
   AutoPlan out;
+  out.active = true;
   out.median_shape = p.median_shape;
   PlanSetter s(c, file_keys, flag_keys, out.choices);
   set_patch(s, p, set_model(s, p));
   set_training(s, p, c.parallel.pp > 1, c.parallel.pp > 1 || c.parallel.sp > 1);
   set_augmentation(s, f.dims, request.time_budget_s);
+  set_validation(s, c, f, request.split_given);
   if (f.dims == 3 && c.data.resample.enabled) {
     std::vector<double> xyz(p.spacing.rbegin(), p.spacing.rend());
     s.set("data.resample.spacing", xyz, choice_why(p, "spacing") + " (x, y, z)");

@@ -20,8 +20,6 @@
 namespace tessera::engine {
 namespace {
 
-constexpr int kDefaultFolds = 5;
-
 // --config FILE (`file_keys`: the keys it sets), or --dataset DIR alone (a config of
 // data.dataset only; no file keys).
 RunConfig base_config(const TrainCommandLine& l, TrainRequest& r, std::set<std::string>& file_keys) {
@@ -44,9 +42,15 @@ RunConfig base_config(const TrainCommandLine& l, TrainRequest& r, std::set<std::
 // --fold K | all and --folds N onto data.fold / data.folds; true for all.
 bool set_folds(const TrainCommandLine& l, RunConfig& c) {
   if (l.fold.empty() && l.folds == 0) return false;
+  if (l.fold == "none") {  // no validation split: every case trains (--auto holds out fold 0 of 5 otherwise)
+    if (l.folds != 0) throw Error("--folds " + std::to_string(l.folds) + ": not with --fold none");
+    c.data.folds = 0;
+    c.data.fold = 0;
+    return false;
+  }
   if (c.data.dataset.empty()) throw Error("--fold: needs data.dataset (or --dataset DIR): folds split a dataset's cases");
   if (l.folds < 0 || l.folds == 1) throw Error("--folds " + std::to_string(l.folds) + ": expected 2 or more");
-  c.data.folds = l.folds > 0 ? l.folds : c.data.folds > 0 ? c.data.folds : kDefaultFolds;
+  c.data.folds = l.folds > 0 ? l.folds : c.data.folds > 0 ? c.data.folds : kAutoFolds;
   if (l.fold.empty()) {  // --folds alone: data.fold as configured
     if (c.data.fold < 0 || c.data.fold >= c.data.folds)
       throw Error(fmt::format("--folds {}: data.fold {} is outside 0 … {}", c.data.folds, c.data.fold, c.data.folds - 1));
@@ -61,7 +65,7 @@ bool set_folds(const TrainCommandLine& l, RunConfig& c) {
     c.data.fold = std::stoi(l.fold, &used);
     if (used != l.fold.size()) throw std::invalid_argument(l.fold);
   } catch (const std::exception&) {
-    throw Error("--fold " + l.fold + ": expected a fold number or all");
+    throw Error("--fold " + l.fold + ": expected a fold number, all or none");
   }
   if (c.data.fold < 0 || c.data.fold >= c.data.folds)
     throw Error(fmt::format("--fold {}: outside 0 … {} (--folds {})", c.data.fold, c.data.folds - 1, c.data.folds));
@@ -164,6 +168,7 @@ void run_train_command(const TrainCommandLine& l, TrainRequest r, const std::fun
   if (l.auto_plan) {
     AutoRequest a;
     a.device_memory_gib = l.device_memory_gib;
+    a.split_given = !l.fold.empty() || l.folds != 0;
     if (!l.time_budget.empty()) a.time_budget_s = parse_time_budget(l.time_budget) / (every_fold ? c.data.folds : 1);
     if (parallel::world().size() > 1 && a.device_memory_gib <= 0)
       throw Error("--auto under an MPI launcher needs --device-memory: every rank must plan the same batch and patch, "

@@ -121,6 +121,7 @@ Dataset open_dataset(RunConfig& c, const std::string& config) {
   for (const MsdCase& k : split.training) open_case(k, OpenedPair::kWhole);
   for (const MsdCase& k : split.validation) open_case(k, OpenedPair::kValidation);
   place_pairs(c, d, opened, config);
+  d.validation_cases = split.validation;
   std::string held;
   for (const MsdCase& k : split.validation) held += (held.empty() ? ": " : ", ") + k.id;
   const std::string fold =

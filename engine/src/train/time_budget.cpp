@@ -114,15 +114,25 @@ std::vector<AutoChoice> shape_to_budget(RunConfig& c, std::vector<AutoChoice>& c
 }
 
 AutoChoice budget_steps(TrainOptions& t, const UNetOptions& model, const Dataset& data, const CheckpointMeta& meta,
-                        double budget_s, double spent_s) {
+                        double budget_s, double spent_s, double reserve_s) {
   const Probe probe = probe_steps(t, model, data, meta);
-  const double left = seconds_for_steps(budget_s, spent_s + probe.elapsed);
-  t.steps = std::max<int64_t>(1, static_cast<int64_t>(std::floor(kTrainingShare * left / std::max(probe.per_step, 1e-6))));
+  const double spent = spent_s + probe.elapsed;
+  const double left = seconds_for_steps(budget_s, spent + reserve_s);
+  // Each epoch scores the validation cases: counted as one validation inference per epoch.
+  const double per_epoch = reserve_s > 0 ? reserve_s / double(std::max<int64_t>(t.steps_per_epoch, 1)) : 0;
+  t.steps = std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(kTrainingShare * left / std::max(probe.per_step + per_epoch, 1e-6))));
+  const std::string reserved =
+      reserve_s > 0 ? fmt::format(", {:.2f} s reserved for the validation inference (validation_inference)", reserve_s) : "";
+  const std::string epochs =
+      reserve_s > 0 ? fmt::format(" at {:.3g} s a step with the validation of every {}-step epoch (one validation "
+                                  "inference)", probe.per_step + per_epoch, t.steps_per_epoch)
+                    : "";
   return {"train.steps", std::to_string(t.steps),
           fmt::format("--time-budget {:.0f} s: {:.3g} s per step, the median of {} steps (after a warm-up step; this "
-                      "machine, as loaded now), {:.0f} s left after opening the data and measuring, {:.0f} % of it for steps (the "
-                      "rest for validation and checkpoints)",
-                      budget_s, probe.per_step, probe.measured, left, 100 * kTrainingShare),
+                      "machine, as loaded now); {:.2f} s spent opening the data and measuring{}: {:.2f} s left, {:.0f} % of it "
+                      "for steps{} (the rest for checkpoints)",
+                      budget_s, probe.per_step, probe.measured, spent, reserved, left, 100 * kTrainingShare, epochs),
           ""};
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "train_parts.hpp"
@@ -107,15 +108,20 @@ RunConfig load_run_config(const ConfigFile& file) {
 
 TrainJob::TrainJob(RunConfig config, TrainRequest request) : config_(std::move(config)), request_(std::move(request)) {}
 
-void TrainJob::run() {
-  using namespace train;
-  RunConfig& c = config_;
-  const TrainRequest& f = request_;
+namespace train {
+namespace {
+
+// The run and its report; the validation cases to decide the post-processing on (--auto with
+// a dataset's validation cases), else none.
+std::vector<MsdCase> train_and_report(RunConfig& c, const TrainRequest& f) {
   const auto started = std::chrono::steady_clock::now();
   validate(c.data.normalization, f.config);  // before any image is read
   validate(c.data.resample, f.config);
   refuse_unhonoured_settings(c, f.config);
-  if (c.model.is_dsn()) return run_dsn(f, c);
+  if (c.model.is_dsn()) {
+    run_dsn(f, c);
+    return {};
+  }
   const UNetOptions& model = c.model.options;
   Dataset data = c.data.dataset.empty() ? open_pairs(c, f.config) : open_dataset(c, f.config);
   CheckpointMeta meta = describe_model(c, data, f.config);
@@ -134,8 +140,14 @@ void TrainJob::run() {
     for (AutoChoice& ch : shape_to_budget(c, choices, f.auto_plan.median_shape, data, meta, f.auto_plan.time_budget_s,
                                           f.auto_plan.planning_s + seconds_since(started)))
       choices.push_back(std::move(ch));
+    double reserve = 0;  // the validation cases' inference at the end
+    if (decides_postprocessing(f, data)) {
+      std::string why;
+      reserve = validation_seconds(c, data, why);
+      choices.push_back({"validation_inference", fmt::format("{:.2f} s", reserve), why, ""});
+    }
     choices.push_back(budget_steps(t, c.model.options, data, meta, f.auto_plan.time_budget_s,
-                                   f.auto_plan.planning_s + seconds_since(started)));
+                                   f.auto_plan.planning_s + seconds_since(started), reserve));
   }
   torch::manual_seed(t.seed);
   UNet net(c.model.options);
@@ -161,6 +173,16 @@ void TrainJob::run() {
   if (root_rank) print_report(r);
   if (root_rank && hooks.data) print_communication(*hooks.data);
   if (root_rank && hooks.spatial && r.steps > 0) print_halo_exchange(*hooks.spatial, r.steps);
+  return decides_postprocessing(f, data) ? data.validation_cases : std::vector<MsdCase>{};
+}
+
+}  // namespace
+}  // namespace train
+
+void TrainJob::run() {
+  // The training's network, data and monitor are gone before the validation cases are inferred.
+  const std::vector<MsdCase> validation = train::train_and_report(config_, request_);
+  if (!validation.empty()) train::decide_on_validation(config_, request_, validation);
 }
 
 }  // namespace tessera::engine

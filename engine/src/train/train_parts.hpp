@@ -12,6 +12,7 @@
 #include "tessera/core/spatial_mesh.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/engine/auto_train.hpp"
+#include "tessera/engine/msd_dataset.hpp"
 #include "tessera/engine/run_config.hpp"
 #include "tessera/engine/train_job.hpp"
 #include "tessera/parallel/comm/process_grid.hpp"
@@ -32,6 +33,7 @@ struct Dataset {
   VolumeResampling resampling;
   std::string modality;  // "CT", "MR", a dataset's channel name, or ""
   std::vector<std::string> notes;  // what preprocessing chose, printed with the plan (root rank)
+  std::vector<MsdCase> validation_cases;  // data.dataset's validation cases as files (`validation`'s order)
 };
 
 /// data.pairs: every pair opened (polygon labels burnt onto the image grid), placed on the
@@ -122,7 +124,22 @@ std::string resume_checkpoint(const std::string& resume, const std::string& run_
 std::vector<AutoChoice> shape_to_budget(RunConfig& c, std::vector<AutoChoice>& choices, const Index& median_shape,
                                         const Dataset& data, CheckpointMeta& meta, double budget_s, double spent_s);
 AutoChoice budget_steps(TrainOptions& t, const UNetOptions& model, const Dataset& data, const CheckpointMeta& meta,
-                        double budget_s, double spent_s);
+                        double budget_s, double spent_s, double reserve_s = 0);
+
+// ---- validation.cpp -----------------------------------------------------------------------
+
+/// Whether the run ends by inferring data.dataset's validation cases and deciding the
+/// post-processing on them: --auto with validation cases, one process.
+bool decides_postprocessing(const TrainRequest& request, const Dataset& data);
+/// The predicted seconds of that inference: the Gaussian windows of every validation case on
+/// the network's grid (c's tile, overlap 1/2) × one window's forward, timed now on a throwaway
+/// network of c's model, × kValidationOverhead. `why` says so.
+double validation_seconds(const RunConfig& c, const Dataset& data, std::string& why);
+/// The run's validation cases inferred as `tessera infer` does by default (RUN/checkpoints/
+/// last.pt, no post-processing) into RUN/validation/, the post-processing decided on them
+/// (postprocessing.hpp), RUN/postprocessing.json; all committed together (output_set.hpp).
+/// Prints the decision (stderr). Throws tessera::Error naming the case.
+void decide_on_validation(const RunConfig& c, const TrainRequest& request, const std::vector<MsdCase>& cases);
 
 // ---- dsn.cpp ------------------------------------------------------------------------------
 

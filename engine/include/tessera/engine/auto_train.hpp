@@ -27,7 +27,13 @@ struct AutoChoice {
 struct AutoRequest {
   double time_budget_s = 0;   ///< --time-budget in seconds; 0: train.steps as configured
   double device_memory_gib = 0;  ///< --device-memory; 0: this machine (half of MemAvailable)
+  bool split_given = false;      ///< --fold or --folds given (none too): the plan does not choose the validation cases
 };
+
+/// --auto on a dataset of at least this many training cases, with no validation split given
+/// (data.validation, data.fold, data.folds, --fold, --folds), validates on fold 0 of
+/// kAutoFolds (nnU-Net: fold 0 of its 5); the post-processing is decided on those cases.
+inline constexpr int kAutoFolds = 5;
 
 /// The resolved plan: its choices, and whether train.steps is still to be measured.
 struct AutoPlan {
@@ -35,6 +41,7 @@ struct AutoPlan {
   double time_budget_s = 0;  ///< > 0: shape the step to the budget, measure it, then train.steps = what fits
   Index median_shape;        ///< the plan's median case at its spacing, voxels (the context a patch keeps)
   double planning_s = 0;     ///< spent fingerprinting and planning, before the job: counted in the budget
+  bool active = false;       ///< --auto: at the end the validation cases (of data.dataset) decide the post-processing
 };
 
 /// What one optimiser step trains, as --time-budget shapes it: a U-Net of `levels` levels and

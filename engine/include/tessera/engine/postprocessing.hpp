@@ -58,6 +58,10 @@ struct PostprocessingDecision {
 PostprocessingDecision decide_postprocessing(const std::vector<std::string>& pred, const std::vector<std::string>& truth,
                                              int classes);
 
+/// The decision as a table, one class a line (its name from `class_names` by label, else its
+/// number): cases, Dice without and with its largest component, kept or not.
+std::string describe_postprocessing(const PostprocessingDecision& decision, const std::vector<std::string>& class_names = {});
+
 /// RUN/postprocessing.json.
 std::string postprocessing_path(const std::string& run_dir);
 /// The run directory of a checkpoint RUN/checkpoints/NAME.pt, when there is one ("" else).
