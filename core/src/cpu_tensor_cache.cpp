@@ -35,7 +35,13 @@ class CachingCpuAllocator final : public c10::Allocator {
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
     active_ = false;
-    for (auto& [size, p] : free_) c10::free_cpu(p);
+    // Forgotten as they are freed: malloc may hand their addresses to any later buffer, which
+    // give_back must not mistake for one of these (cached under the old size, then served to a
+    // request of that size: a write past the new buffer's end).
+    for (auto& [size, p] : free_) {
+      sizes_.erase(p);
+      c10::free_cpu(p);
+    }
     free_.clear();
     stats_.cached_bytes = 0;
   }

@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <set>
+#include <vector>
 
 #include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
@@ -76,6 +78,33 @@ TEST(CpuTensorCache, ReusedBuffersGiveTheSameForwardBitForBit) {
   for (int k = 0; k < 3; ++k)  // from the second pass on, every large buffer is a reused one
     EXPECT_TRUE(torch::equal(net->forward(x), want)) << "pass " << k;
   EXPECT_GT(CpuTensorCacheScope::stats().hits, 0);
+}
+
+// A buffer the cache freed when its scope ended is forgotten with it: malloc hands its address
+// to later buffers, and a later scope must not take one of those (a small one, not its to cache)
+// for the old large buffer — it would cache it under the old size and serve it to a request of
+// that size, which then writes past its end (the heap corruption of `tessera train --auto`
+// after its steps: the validation inference's scope, or the next fold's).
+TEST(CpuTensorCache, ABufferFreedWhenTheScopeEndedIsForgotten) {
+  constexpr int kBuffers = 64;
+  const auto make = [] {
+    std::vector<torch::Tensor> v;
+    for (int k = 0; k < kBuffers; ++k) v.push_back(torch::empty({1024}));  // 4 KiB each
+    return v;
+  };
+  std::set<void*> first;
+  {
+    CpuTensorCacheScope cache(1);  // every buffer cached, then freed when the scope ends
+    for (const torch::Tensor& t : make()) first.insert(t.data_ptr());
+    EXPECT_EQ(CpuTensorCacheScope::stats().cached_bytes, int64_t{kBuffers} * 4096);
+  }
+  CpuTensorCacheScope cache;  // 1 MiB and up: the 4 KiB buffers are not its to keep
+  std::vector<torch::Tensor> again = make();
+  int reused = 0;
+  for (const torch::Tensor& t : again) reused += int(first.count(t.data_ptr()));
+  if (reused == 0) GTEST_SKIP() << "malloc reused none of the freed addresses: nothing to check";
+  again.clear();
+  EXPECT_EQ(CpuTensorCacheScope::stats().cached_bytes, 0) << reused << " addresses reused";
 }
 
 // Touches every page of an n MiB malloc and frees it: what a oneDNN reorder buffer does.
