@@ -17,13 +17,6 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
-constexpr int64_t kWeightBytes = 4;  // float32, as stream_footprint counts them
-
-// Peak resident bytes above the baseline per byte of a stream's tensors (carried rows, the
-// working strip, two windows, the logits rows: stream_footprint's parts), with glibc's mmap
-// threshold fixed as for_each_strip fixes it (docs/streaming.md, "Memory").
-constexpr double kStreamResidentFactor = 2.0;
-
 // "1.08x"
 std::string times(double f) {
   char s[32];
@@ -252,7 +245,6 @@ double column_recompute(const UNetOptions& model, const Index& extent, int64_t c
 
 StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns) {
   StreamFootprint sum;
-  int64_t pieces = 0;
   for (int64_t width : column_widths(model, extent, columns)) {
     Index piece = extent;
     piece[1] = width;
@@ -260,14 +252,9 @@ StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent,
     sum.carried += f.carried;
     sum.working += f.working;
     sum.window += f.window;
-    sum.bytes += f.bytes;
-    ++pieces;
+    sum.logits += f.logits;
   }
-  // Each piece's bytes are its weights + kInferenceAllocatorSlack × its tensors: the weights
-  // once, the tensors at the stream's own factor.
-  const int64_t weights = kWeightBytes * unet_parameter_count(model);
-  const double tensors = double(sum.bytes - pieces * weights) / kInferenceAllocatorSlack;
-  sum.bytes = weights + std::llround(kStreamResidentFactor * tensors);
+  sum.bytes = stream_resident_bytes(model, sum.tensors());  // the weights once
   return sum;
 }
 
