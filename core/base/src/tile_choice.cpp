@@ -17,6 +17,11 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
+// Strips are never shorter than this many input pixels where several threads share one
+// piece's slab: the 2^17 chosen before kStreamStripPixels fell to 2^15 on measurements with one
+// thread a piece (docs/streaming.md, "Memory"); not measured again for shared slabs.
+constexpr int64_t kSharedSlabStripPixels = int64_t{1} << 17;
+
 // "1.08x"
 std::string times(double f) {
   char s[32];
@@ -304,7 +309,10 @@ StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t 
   const int64_t tallest = round_up(whole[0], alignment);
   int64_t across = 1;
   for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
-  int64_t top = std::max(alignment, std::min(kStreamStripPixels / across, tallest) / alignment * alignment);
+  // kStreamStripPixels was measured where each piece runs on one thread; where threads share a
+  // piece's slab (narrow images, 3-D) strips stay as tall as kSharedSlabStripPixels allows.
+  const int64_t pixels = per_piece == 1 ? kStreamStripPixels : kSharedSlabStripPixels;
+  int64_t top = std::max(alignment, std::min(pixels / across, tallest) / alignment * alignment);
   while (top < tallest && time(top) > kStreamTimeTarget) top += alignment;
   const std::string pieces = c.columns > 1 ? std::to_string(c.columns) + " column pieces side by side, " : "";
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {
