@@ -49,6 +49,13 @@ class CachingCpuAllocator final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
   }
+  // The floor from now on; returns the previous one.
+  int64_t set_min_bytes(int64_t min_bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t previous = int64_t(min_bytes_);
+    min_bytes_ = size_t(std::max<int64_t>(1, min_bytes));
+    return previous;
+  }
   static CachingCpuAllocator& instance() {
     static CachingCpuAllocator a;
     return a;
@@ -138,5 +145,10 @@ CpuRunMemoryScope::CpuRunMemoryScope(int64_t mmap_threshold, int64_t min_bytes)
     : cache_(with_malloc_settings(mmap_threshold, min_bytes)) {}
 
 CpuTensorCacheStats CpuTensorCacheScope::stats() { return CachingCpuAllocator::instance().stats(); }
+
+CpuTensorCacheFloor::CpuTensorCacheFloor(int64_t min_bytes)
+    : previous_(CachingCpuAllocator::instance().set_min_bytes(min_bytes)) {}
+
+CpuTensorCacheFloor::~CpuTensorCacheFloor() { CachingCpuAllocator::instance().set_min_bytes(previous_); }
 
 }  // namespace tessera

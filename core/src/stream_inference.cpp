@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "tessera/run/process_memory.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/memory_model.hpp"
 #include "tessera/core/inference.hpp"
@@ -26,9 +27,12 @@ namespace {
 
 // Buffers from this size up are mapped on their own (glibc's mmap threshold, fixed: glibc
 // otherwise raises it to each mapped buffer freed, up to 32 MiB, and serves later ones from the
-// heap, which keeps their pages once freed); the tensor cache (cpu_tensor_cache.hpp) reuses
-// those of 1 MiB and more from strip to strip. Process-wide, from the first stream on.
-constexpr int64_t kStreamMmapThreshold = int64_t{1} << 20;
+// heap, which keeps their pages once freed), and the tensor cache (cpu_tensor_cache.hpp) reuses
+// them from strip to strip. A stream's row buffers are mostly between 64 KiB and 1 MiB (a row of
+// 16 channels 2048 wide is 128 KiB): from the heap, over a few hundred strips their freed chunks
+// fragment it (4096², unet-tiny: 23 MiB more peak RSS with the threshold at 1 MiB than at 64 KiB,
+// docs/streaming.md). Process-wide, from the first stream on.
+constexpr int64_t kStreamMmapThreshold = int64_t{64} << 10;
 
 // Column pieces run side by side, each on its share of the intra-op threads while it lives.
 class ThreadShare {
@@ -231,9 +235,10 @@ InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Norma
   for (const Box& b : bands) strips_total += (unet_whole_input(model, b.size)[0] + options.strip - 1) / options.strip;
   ProgressBar bar("infer", strips_total, "strips", options.progress);
   const ThreadShare share(options.columns);
-  // The strips' buffers come and go; mapped, they go back to the system instead of staying in
+  // The strips' buffers come and go; mapped and cached, they are reused instead of staying in
   // the heap (4096 × 512, 56-row strips: 394 against 496 MiB peak RSS, docs/streaming.md).
   fix_mmap_threshold(kStreamMmapThreshold);
+  const CpuTensorCacheFloor floor(kStreamMmapThreshold);
   InferenceReport report;
   double flops = 0, read_pixels = 0;
   int64_t sequential = 0;

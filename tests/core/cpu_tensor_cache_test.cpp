@@ -38,6 +38,26 @@ TEST(CpuTensorCache, AFreedBufferServesTheNextRequestOfItsSize) {
   EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 4 * kMiB);
 }
 
+TEST(CpuTensorCache, AFloorKeepsSmallerBuffersWhileItLives) {
+  CpuTensorCacheScope cache;  // the scope's floor: 1 MiB
+  const auto kib256 = [] { return torch::empty({64 * 1024}); };  // 256 KiB of floats
+  torch::Tensor before = kib256();
+  EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 0);  // below the floor: malloc's
+  {
+    const CpuTensorCacheFloor floor(64 << 10);
+    torch::Tensor a = kib256();
+    void* first = a.data_ptr();
+    a.reset();
+    EXPECT_EQ(CpuTensorCacheScope::stats().cached_bytes, 256 << 10);
+    torch::Tensor b = kib256();
+    EXPECT_EQ(b.data_ptr(), first);
+    EXPECT_EQ(CpuTensorCacheScope::stats().hits, 1);
+  }
+  const int64_t live = CpuTensorCacheScope::stats().live_bytes;
+  torch::Tensor after = kib256();
+  EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, live);  // the scope's floor again
+}
+
 TEST(CpuTensorCache, LivePlusCachedNeverExceedsTheLargestLiveTotal) {
   CpuTensorCacheScope cache;
   mib(8);  // allocated and freed: 8 MiB cached, peak live 8 MiB

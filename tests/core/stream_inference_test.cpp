@@ -356,6 +356,14 @@ TEST(StripChoice, ColumnPiecesSideBySideWhereTheyRecomputeLittle) {
   EXPECT_LT(both.bytes, 2 * half.bytes);  // the weights once
   EXPECT_EQ(columns_footprint(o, extent, two.strip, 1).carried,
             stream_footprint(o, unet_whole_input(o, extent), two.strip).carried);
+  // One formula: one piece's bytes are the stream's own, two pieces' the same formula of the
+  // summed tensors (not a piece's bytes rescaled by another factor).
+  EXPECT_EQ(columns_footprint(o, extent, two.strip, 1).bytes,
+            stream_footprint(o, unet_whole_input(o, extent), two.strip).bytes);
+  const StreamFootprint other = stream_footprint(o, unet_whole_input(o, {4096, column_widths(o, extent, 2).back()}), two.strip);
+  EXPECT_EQ(both.tensors(), half.tensors() + other.tensors());
+  EXPECT_EQ(both.bytes, stream_resident_bytes(o, both.tensors()));
+  EXPECT_EQ(half.bytes + other.bytes - both.bytes, stream_resident_bytes(o, 0));  // the weights, counted once
 }
 
 TEST(ModeChoice, AutoStreamsWhereItsPredictedTimeBeatsTheTiles) {

@@ -246,10 +246,13 @@ StreamFootprint stream_footprint(const UNetOptions& model, const Index& whole_in
   f.carried = kFloatBytes * carried;
   f.working = kFloatBytes * working;
   f.window = strip * across * (2 * kFloatBytes * model.in_channels + 1);
-  const int64_t logits = kFloatBytes * strip * run.logits_row();
-  const int64_t weights = kFloatBytes * unet_parameter_count(model);
-  f.bytes = weights + std::llround(kInferenceAllocatorSlack * double(f.carried + f.working + 2 * f.window + logits));
+  f.logits = kFloatBytes * strip * run.logits_row();
+  f.bytes = stream_resident_bytes(model, f.tensors());
   return f;
+}
+
+int64_t stream_resident_bytes(const UNetOptions& model, int64_t tensors) {
+  return kFloatBytes * unet_parameter_count(model) + std::llround(kStreamResidentFactor * double(tensors));
 }
 
 }  // namespace tessera

@@ -17,12 +17,10 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
 
-constexpr int64_t kWeightBytes = 4;  // float32, as stream_footprint counts them
-
-// Peak resident bytes above the baseline per byte of a stream's tensors (carried rows, the
-// working strip, two windows, the logits rows: stream_footprint's parts), with glibc's mmap
-// threshold fixed as for_each_strip fixes it (docs/streaming.md, "Memory").
-constexpr double kStreamResidentFactor = 2.0;
+// Strips are never shorter than this many input pixels where several threads share one
+// piece's slab: the 2^17 chosen before kStreamStripPixels fell to 2^15 on measurements with one
+// thread a piece (docs/streaming.md, "Memory"); not measured again for shared slabs.
+constexpr int64_t kSharedSlabStripPixels = int64_t{1} << 17;
 
 // "1.08x"
 std::string times(double f) {
@@ -252,7 +250,6 @@ double column_recompute(const UNetOptions& model, const Index& extent, int64_t c
 
 StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns) {
   StreamFootprint sum;
-  int64_t pieces = 0;
   for (int64_t width : column_widths(model, extent, columns)) {
     Index piece = extent;
     piece[1] = width;
@@ -260,14 +257,9 @@ StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent,
     sum.carried += f.carried;
     sum.working += f.working;
     sum.window += f.window;
-    sum.bytes += f.bytes;
-    ++pieces;
+    sum.logits += f.logits;
   }
-  // Each piece's bytes are its weights + kInferenceAllocatorSlack × its tensors: the weights
-  // once, the tensors at the stream's own factor.
-  const int64_t weights = kWeightBytes * unet_parameter_count(model);
-  const double tensors = double(sum.bytes - pieces * weights) / kInferenceAllocatorSlack;
-  sum.bytes = weights + std::llround(kStreamResidentFactor * tensors);
+  sum.bytes = stream_resident_bytes(model, sum.tensors());  // the weights once
   return sum;
 }
 
@@ -317,7 +309,10 @@ StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t 
   const int64_t tallest = round_up(whole[0], alignment);
   int64_t across = 1;
   for (size_t a = 1; a < whole.size(); ++a) across *= whole[a];
-  int64_t top = std::max(alignment, std::min(kStreamStripPixels / across, tallest) / alignment * alignment);
+  // kStreamStripPixels was measured where each piece runs on one thread; where threads share a
+  // piece's slab (narrow images, 3-D) strips stay as tall as kSharedSlabStripPixels allows.
+  const int64_t pixels = per_piece == 1 ? kStreamStripPixels : kSharedSlabStripPixels;
+  int64_t top = std::max(alignment, std::min(pixels / across, tallest) / alignment * alignment);
   while (top < tallest && time(top) > kStreamTimeTarget) top += alignment;
   const std::string pieces = c.columns > 1 ? std::to_string(c.columns) + " column pieces side by side, " : "";
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {

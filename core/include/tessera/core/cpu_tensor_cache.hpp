@@ -38,6 +38,20 @@ class CpuTensorCacheScope {
   void* previous_;  ///< c10::Allocator* restored at the end
 };
 
+/// While it lives, the cache (when a scope is active) keeps buffers from `min_bytes` up instead
+/// of its scope's floor; the previous floor returns at its end. The stream uses it for its many
+/// row buffers between 64 KiB and 1 MiB, reused from strip to strip instead of mapped afresh.
+class CpuTensorCacheFloor {
+ public:
+  explicit CpuTensorCacheFloor(int64_t min_bytes);
+  ~CpuTensorCacheFloor();
+  CpuTensorCacheFloor(const CpuTensorCacheFloor&) = delete;
+  CpuTensorCacheFloor& operator=(const CpuTensorCacheFloor&) = delete;
+
+ private:
+  int64_t previous_;
+};
+
 /// The CPU memory policy of a network run, shared by `tessera infer` and `tessera train`:
 /// - one malloc arena, so buffers a reader thread frees (windows, batches) are reused by the
 ///   network instead of pinning a second arena's pages (measured in infer: −15 % peak RSS);

@@ -114,10 +114,14 @@ LayerSequence box_layer_sequence(const UNetOptions& model, const Index& input_si
 /// unet-tiny forward exceeds its largest live tensor total by 20 MiB; docs/measured-results.md).
 /// Throws tessera::Error when the network cannot take a side.
 int64_t inference_bytes(const UNetOptions& model, const Index& steps, int batch, bool read_ahead = true);
-/// Peak resident bytes above the baseline per byte of the stream's tensors, measured for
-/// `tessera infer --mode stream` (LibTorch 1.13 CPU, glibc malloc): many small strips' buffers
-/// come and go, and the allocator keeps their blocks. The upper end, so a budget holds.
-inline constexpr double kInferenceAllocatorSlack = 3.0;
+/// Peak resident bytes above the process's baseline per byte of a stream's tensors
+/// (StreamFootprint::tensors: carried rows, the working strip, two windows, the logits rows),
+/// measured for `tessera infer --mode stream` (LibTorch 1.13 CPU, glibc malloc with the mmap
+/// threshold the stream fixes). Beyond the counted tensors it covers oneDNN's primitives (one
+/// per convolution shape, kept in its cache), GDAL's block rows, the second column piece's
+/// thread and the tensor cache's reuse slack. Read off measured runs: docs/streaming.md,
+/// "Memory: where it goes, and the floor".
+inline constexpr double kStreamResidentFactor = 2.0;
 
 /// Streamed inference (core/stream_executor.hpp) over a whole padded input of `whole_input`
 /// sides (unet_whole_input) in strips of `strip` input rows (slices): a dry run of the
@@ -131,9 +135,16 @@ struct StreamFootprint {
   int64_t carried = 0;  ///< peak bytes of carried rows and skip delay buffers
   int64_t working = 0;  ///< peak bytes of one layer's strip: its input joined to its carry, and its output
   int64_t window = 0;   ///< one strip's input window (values, valid mask) and its channels-last copy
-  int64_t bytes = 0;    ///< predicted peak: weights + slack × (carried + working + 2 windows + logits rows)
+  int64_t logits = 0;   ///< one strip's rows of logits
+  int64_t bytes = 0;    ///< predicted peak above the baseline: stream_resident_bytes(model, tensors())
+
+  /// The stream's tensors at their peak: carried + working + two windows (one read ahead) + logits.
+  int64_t tensors() const { return carried + working + 2 * window + logits; }
 };
 /// Throws tessera::Error for a side across that the network cannot take.
 StreamFootprint stream_footprint(const UNetOptions& model, const Index& whole_input, int64_t strip);
+/// The one formula for a stream's resident bytes above the baseline: the weights (float32,
+/// once) + kStreamResidentFactor × `tensors` (StreamFootprint::tensors, summed over column pieces).
+int64_t stream_resident_bytes(const UNetOptions& model, int64_t tensors);
 
 }  // namespace tessera

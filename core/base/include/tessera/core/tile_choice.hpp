@@ -111,10 +111,9 @@ double column_recompute(const UNetOptions& model, const Index& extent, int64_t c
 
 /// The footprint of a stream over an image `extent` in strips of `strip` rows cut into
 /// `columns` pieces side by side (column_widths): each piece's stream_footprint over its own
-/// padded input, the parts summed (the pieces run at once); `bytes` = the weights once + the
-/// parts' tensor bytes times the stream's resident factor (tile_choice.cpp, measured with
-/// glibc's mmap threshold fixed as the stream fixes it: docs/streaming.md, "Memory"), not
-/// memory_model.hpp's kInferenceAllocatorSlack. What `tessera infer` predicts for a stream.
+/// padded input, the parts summed (the pieces run at once); `bytes` = stream_resident_bytes of
+/// the summed tensors (memory_model.hpp: the weights once, the same formula as one piece's
+/// stream_footprint). What `tessera infer` predicts for a stream above its baseline.
 StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns);
 
 /// Column pieces are used only while they recompute at most this much (issue 32's ≤ 1.05× the
@@ -144,8 +143,11 @@ double stream_time_factor(const UNetOptions& model, const Index& whole_input, in
 inline constexpr double kStreamRowOverhead = 0.3;
 inline constexpr double kStreamThreadRowOverhead = 3.5;
 /// A strip of at most this many input pixels (rows × the padded width across) costs little
-/// memory: strips are never shorter than it allows.
-inline constexpr int64_t kStreamStripPixels = int64_t{1} << 17;
+/// memory: strips are never shorter than it allows. 2^15: 8 rows at 4096 wide, where 8-row
+/// strips in two column pieces took no longer than 24-row ones (the bench's 4096² scene, 2
+/// threads, quiet: 9.95–10.80 s against 10.32–10.98 s wall) and held 30 MiB less at the peak
+/// (docs/streaming.md, "Memory: where it goes, and the floor"); 2^17 chose 24 rows there.
+inline constexpr int64_t kStreamStripPixels = int64_t{1} << 15;
 /// Strips are the shortest (a multiple of the alignment) predicted within this factor of
 /// one pass's time (stream_time_factor): taller ones hold more memory and gain little.
 inline constexpr double kStreamTimeTarget = 1.2;
