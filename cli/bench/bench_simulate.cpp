@@ -3,9 +3,13 @@
 //
 // Three measurements, then the simulator's predictions for the same layouts, side by side:
 //   1. `tessera plan --calibrate --model M --threads 1` (one core per rank, as under mpirun):
-//      every layer's forward + backward time for one tile, measured alone — the simulator's
+//      every layer's forward + backward time per tile, measured alone — the simulator's
 //      only per-model input (with clusters/this-machine.yaml: MPI's bandwidth and latency,
-//      the memory bandwidth); nothing below is fitted to the step times it predicts;
+//      the memory bandwidth); nothing below is fitted to the step times it predicts. Each
+//      run is priced from layers timed as that run runs them: the pipeline rows from one tile
+//      per pass, contiguous (bench pipeline's format); the data-parallel row from
+//      --calibration-tile --tile, --calibration-batch batch / 2 (train's micro-batch) and
+//      --calibration-channels-last (train's default), in train's memory policy;
 //   2. `mpirun -np 2 tessera bench pipeline` (GPipe and 1F1B, each M of --micro, the global
 //      batch split into M micro-batches of batch / M tiles): the slowest stage's step time;
 //   3. `mpirun -np 2 tessera train` (data parallel, batch / 2 tiles per rank, Adam), --repeats
@@ -84,22 +88,25 @@ struct Simulator {
   }
 };
 
-// 1. The simulator's input: per-layer times on one core (tessera plan --calibrate).
-Simulator calibrated_simulator(const BenchSimulateOptions& f, const UNetOptions& model, int64_t side, const fs::path& cal_path) {
+// 1. The simulator's input: per-layer times on one core (tessera plan --calibrate), timed with
+// `timing` (the flags that make the calibration run as the priced run does).
+Simulator calibrated_simulator(const BenchSimulateOptions& f, const UNetOptions& model, int64_t side, const fs::path& cal_path,
+                               const std::vector<std::string>& timing) {
   Simulator sim{parallel::simulated_layer_sequence(model, side), {}, parallel::load_cluster(f.cluster)};
   if (sim.cluster.devices_per_node < kRanks)
     throw Error(f.cluster + ": the simulated node has fewer than " + std::to_string(kRanks) + " devices");
   sim.cluster.nodes = 1;
-  cli::run_ranks(f.mpirun, 1, {"plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration", cal_path.string()},
-            "bench simulate: tessera plan --calibrate");
+  std::vector<std::string> args{"plan", "--calibrate", "--model", f.model, "--threads", "1", "--calibration", cal_path.string()};
+  args.insert(args.end(), timing.begin(), timing.end());
+  cli::run_ranks(f.mpirun, 1, args, "bench simulate: tessera plan --calibrate");
   const ModelCalibration cal = model_calibration(read_calibration(cal_path), cal_path, f.model, model);
   if (cal.time.empty()) throw Error(cal_path.string() + ": the calibration holds no layer times");
   sim.layer_seconds = cal.time.seconds(sim.seq);
   if (cal.device_flops) sim.cluster.device.fp32_flops = *cal.device_flops;
   double tile = 0;
   for (double t : sim.layer_seconds) tile += t;
-  std::printf("calibrated: %zu layer times (%s), one tile forward + backward %.4f s alone\n", sim.layer_seconds.size(),
-              cal_path.c_str(), tile);
+  std::printf("calibrated: %zu layer times (%s%s), one tile forward + backward %.4f s alone\n", sim.layer_seconds.size(),
+              cal_path.c_str(), fmt::format("{}{}", timing.empty() ? "" : ", ", fmt::join(timing, " ")).c_str(), tile);
   return sim;
 }
 
@@ -133,8 +140,15 @@ void pipeline_rows(const BenchSimulateOptions& f, const Simulator& simulate, int
   }
 }
 
-// 3. Data parallel training through the real command, --repeats runs.
-Row train_row(const BenchSimulateOptions& f, const Simulator& simulate, const fs::path& dir) {
+// 3. Data parallel training through the real command, --repeats runs, priced from layers timed
+// as train runs them (its tile, micro-batch, channels-last and memory policy).
+Row train_row(const BenchSimulateOptions& f, const UNetOptions& model, int64_t side, const fs::path& dir) {
+  const fs::path cal_path = dir / "calibration-train.json";
+  fs::remove(cal_path);
+  const Simulator simulate =
+      calibrated_simulator(f, model, side, cal_path,
+                           {"--calibration-tile", std::to_string(f.tile), "--calibration-batch",
+                            std::to_string(f.batch / kRanks), "--calibration-channels-last"});
   const std::string scene = bench_scene(f.work_dir, 1024);
   const fs::path config = dir / "train.yaml";
   {
@@ -195,10 +209,10 @@ void run_bench_simulate(const BenchSimulateOptions& f) {
   std::printf("bench simulate: %s, inset %lld (input %lld), global batch %d, %d ranks, cluster %s\n", f.model.c_str(),
               (long long)f.tile, (long long)side, f.batch, kRanks, f.cluster.c_str());
   std::fflush(stdout);
-  const Simulator simulate = calibrated_simulator(f, model, side, cal_path);
+  const Simulator simulate = calibrated_simulator(f, model, side, cal_path, {});
   std::vector<Row> rows;
   pipeline_rows(f, simulate, side, cal_path, rows);
-  rows.push_back(train_row(f, simulate, dir));
+  rows.push_back(train_row(f, model, side, dir));
   print_rows(f, side, rows);
 }
 

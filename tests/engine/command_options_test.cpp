@@ -98,6 +98,10 @@ TEST(PlanJobOptions, DefaultsAreValid) {
   engine::PlanJobOptions calibrate;
   calibrate.calibrate = true;
   EXPECT_EQ(refusal(calibrate), "");
+  calibrate.calibration_batch = 0;
+  EXPECT_REFUSED_NAMING(calibrate, "--calibration-batch");
+  calibrate.calibration_batch = 4;
+  EXPECT_EQ(refusal(calibrate), "");
   o.schedule = "zigzag";
   EXPECT_REFUSED_NAMING(o, "--schedule");
   o.schedule = "gpipe";

@@ -6,7 +6,8 @@
 #  - `bench pipeline --memory-cap` finds, for 1 rank / naive / memory-aware, a side whose
 #    measured peak is within the cap while the next side it measured is over it;
 #  - `plan --simulate` adds the simulator's step for the chosen layout; `bench simulate` reads
-#    its calibration, bench pipeline's report and train's metrics into one table.
+#    its calibrations (the data-parallel row's timed on train's micro-batch, channels-last, at
+#    the bench's side), bench pipeline's report and train's metrics into one table.
 # Usage: plan_cli.sh TESSERA MPIEXEC
 set -uo pipefail
 T="$1"; MPIEXEC="$2"
@@ -79,6 +80,17 @@ for x in r["rows"]:
     assert x["measured_s"] > 0 and x["simulated_s"] > 0, x
     assert abs(x["error"] - (x["simulated_s"] - x["measured_s"]) / x["measured_s"]) < 1e-9, x
 assert r["input_side"] == 140 and r["ranks"] == 2, r
+PY
+# Each row priced from layers timed as its run runs them: bench pipeline's one tile a pass,
+# contiguous; train's data-parallel row on train's micro-batch (batch 8 / 2 ranks),
+# channels-last, at the bench's input side.
+/usr/bin/python3 - "$W/bench-sim/simulate" <<'PY' || fail "bench simulate calibrations"
+import json, os, sys
+time = lambda f: json.load(open(os.path.join(sys.argv[1], f)))["models"]["unet-tiny"]["time"]
+pipe, train = time("calibration.json"), time("calibration-train.json")
+assert pipe["tiles"] == 1 and not pipe["channels_last"], {k: pipe[k] for k in ("side", "tiles", "channels_last")}
+assert train["tiles"] == 4 and train["channels_last"] and train["side"] == 140, \
+    {k: train[k] for k in ("side", "tiles", "channels_last")}
 PY
 
 # A calibration measured on other options (here the preset's 16 base filters) is not used for 8.

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/layer_sequence.hpp"
 #include "tessera/core/model_json.hpp"
@@ -52,11 +53,20 @@ struct LayerMeasurements {
   std::vector<int64_t> extra_small, extra;
 };
 
-LayerMeasurements measure_layers(UNetImpl& net, const LayerSequence& small, const LayerSequence& seq) {
+// The layers are timed the way `tessera train` runs them: its memory policy (CpuRunMemoryScope
+// at the threshold it takes for this micro-batch: the tensor cache spares re-faulting large
+// buffers), `timing.tiles` tiles per pass and its memory format.
+LayerMeasurements measure_layers(UNetImpl& net, const LayerSequence& small, const LayerSequence& seq, int64_t inset,
+                                 const parallel::LayerTiming& timing) {
   // Times first: measuring memory fixes glibc's mmap threshold, which slows allocation.
   ProgressBar bar("measuring layers", 3 * seq.size(), "layers");
   LayerMeasurements m;
-  m.seconds = parallel::measure_layer_seconds(net, seq, [&](int done, int) { bar.update(done); });
+  {
+    int64_t level0 = timing.tiles * seq.options.base_filters * 4;  // as train's level0_bytes
+    for (int d = 0; d < seq.options.dims; ++d) level0 *= inset;
+    const CpuRunMemoryScope memory(train_mmap_threshold(level0));
+    m.seconds = parallel::measure_layer_seconds(net, seq, timing, [&](int done, int) { bar.update(done); });
+  }
   m.extra_small = parallel::measure_layer_extra_bytes(net, small, [&](int done, int) { bar.update(seq.size() + done); });
   m.extra = parallel::measure_layer_extra_bytes(net, seq, [&](int done, int) { bar.update(2 * seq.size() + done); });
   bar.finish();
@@ -92,7 +102,8 @@ void calibrate_model(const PlanJobOptions& f) {
   const double flops = entry["device_flops"].get<double>(), s = entry["seconds_per_step"].get<double>();
   std::printf("%s: forward + backward of a %lld-px tile in %.3f s = %.1f GFLOP/s\n", f.model_preset.c_str(),
               (long long)seq.input_side, s, flops / 1e9);
-  const LayerMeasurements m = measure_layers(*net, small, seq);
+  const parallel::LayerTiming timing{f.calibration_batch, f.calibration_channels_last};
+  const LayerMeasurements m = measure_layers(*net, small, seq, inset, timing);
   const auto fit = parallel::LayerMemoryCalibration::fit(small, m.extra_small, seq, m.extra);
   const auto times = parallel::LayerTimeCalibration::fit(seq, m.seconds);
   print_largest_extra(f.model_preset, small, seq, m.extra);
@@ -104,7 +115,11 @@ void calibrate_model(const PlanJobOptions& f) {
                      {"measured_extra_bytes", {m.extra_small, m.extra}},
                      {"constant_bytes", fit.constant_bytes},
                      {"bytes_per_element", fit.bytes_per_element}};
-  entry["time"] = {{"side", seq.input_side}, {"seconds", m.seconds}, {"seconds_per_unit", times.seconds_per_unit}};
+  entry["time"] = {{"side", seq.input_side},
+                   {"tiles", timing.tiles},
+                   {"channels_last", timing.channels_last},
+                   {"seconds", m.seconds},
+                   {"seconds_per_unit", times.seconds_per_unit}};
   const std::filesystem::path path = calibration_path(f.calibration);
   nlohmann::json j = read_calibration(path);
   j["models"][f.model_preset] = entry;

@@ -15,6 +15,8 @@ void validate_calibration(const PlanJobOptions& o) {
   if (o.calibration_tile < 0)
     throw Error("plan: --calibration-tile must be >= 0 (0: 128, 3-D 32), got " + std::to_string(o.calibration_tile));
   if (o.threads < 1) throw Error("plan: --threads must be >= 1, got " + std::to_string(o.threads));
+  if (o.calibration_batch < 1)
+    throw Error("plan: --calibration-batch must be >= 1, got " + std::to_string(o.calibration_batch));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "tessera/core/error.hpp"
 #include "tessera/core/losses.hpp"
 #include "tessera/run/process_memory.hpp"
 #include "tessera/core/unet_stages.hpp"
@@ -16,11 +17,17 @@ namespace tessera::parallel {
 
 namespace {
 
-// One layer as a pipeline stage of its own, with what a pipeline step hands it.
+// One layer as a pipeline stage of its own, with what a pipeline step hands it: `timing.tiles`
+// tiles per pass, channels-last weights and arrivals when `timing.channels_last`.
 class OneLayer {
  public:
-  OneLayer(const UNetImpl& full, const LayerSequence& seq, int i, const torch::Tensor& target)
-      : seq_(seq), i_(i), stage_(full, seq, i, i), target_(target) {}
+  OneLayer(const UNetImpl& full, const LayerSequence& seq, int i, const torch::Tensor& target, LayerTiming timing = {})
+      : seq_(seq), i_(i), stage_(full, seq, i, i), target_(target), timing_(timing) {
+    torch::NoGradGuard no_grad;
+    if (timing_.channels_last)
+      for (auto& p : stage_->parameters())
+        if (p.dim() == seq.options.dims + 2) p.set_data(laid_out(p));
+  }
 
   // What arrives: the stage's inputs, and the gradients of what it sends on.
   struct Arrivals {
@@ -28,13 +35,14 @@ class OneLayer {
     std::vector<torch::Tensor> grads;
   };
   Arrivals arrive() {
+    const int64_t b = timing_.tiles;
     Arrivals a;
-    a.in.main = torch::randn(stage_->input_shape(1));
+    a.in.main = laid_out(torch::randn(stage_->input_shape(b)));
     if (i_ > 0) a.in.main.requires_grad_(true);  // a received activation; the network input needs none
-    for (int e : stage_->skips_in()) a.in.skips[e] = torch::randn(stage_->skip_shape(e, 1)).requires_grad_(true);
+    for (int e : stage_->skips_in()) a.in.skips[e] = laid_out(torch::randn(stage_->skip_shape(e, b))).requires_grad_(true);
     if (!last()) {
-      a.grads.push_back(torch::randn(stage_->output_shape(1)));
-      for (int e : stage_->skips_out()) a.grads.push_back(torch::randn(stage_->skip_shape(e, 1)));
+      a.grads.push_back(laid_out(torch::randn(stage_->output_shape(b))));
+      for (int e : stage_->skips_out()) a.grads.push_back(laid_out(torch::randn(stage_->skip_shape(e, b))));
     }
     return a;
   }
@@ -52,14 +60,20 @@ class OneLayer {
 
  private:
   bool last() const { return i_ == seq_.size() - 1; }
+  // Channels-last for image tensors (N, C, spatial…) when timing asks, as UNetImpl::use_channels_last.
+  torch::Tensor laid_out(const torch::Tensor& t) const {
+    if (!timing_.channels_last || t.dim() != seq_.options.dims + 2) return t;
+    return t.contiguous(seq_.options.dims == 2 ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::ChannelsLast3d);
+  }
   const LayerSequence& seq_;
   int i_;
   UNetStage stage_;
   torch::Tensor target_;
+  LayerTiming timing_;
 };
 
-torch::Tensor random_target(const LayerSequence& seq) {
-  std::vector<int64_t> shape{1};
+torch::Tensor random_target(const LayerSequence& seq, int64_t tiles = 1) {
+  std::vector<int64_t> shape{tiles};
   for (int d = 0; d < seq.options.dims; ++d) shape.push_back(seq.output_side);
   return torch::randint(0, seq.options.classes, shape, torch::kInt64);
 }
@@ -86,12 +100,13 @@ std::vector<int64_t> measure_layer_extra_bytes(const UNetImpl& full, const Layer
   return extra;
 }
 
-std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq,
+std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq, const LayerTiming& timing,
                                           const std::function<void(int, int)>& progress) {
-  const torch::Tensor target = random_target(seq);
+  if (timing.tiles < 1) throw Error("layer timing: tiles must be >= 1, got " + std::to_string(timing.tiles));
+  const torch::Tensor target = random_target(seq, timing.tiles);
   std::vector<double> seconds;
   for (int i = 0; i < seq.size(); ++i) {
-    OneLayer layer(full, seq, i, target);
+    OneLayer layer(full, seq, i, target, timing);
     layer.step(layer.arrive());  // warm-up
     std::vector<double> runs;
     for (int r = 0; r < 3; ++r) {
@@ -101,7 +116,7 @@ std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSeque
       runs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(runs.begin(), runs.end());
-    seconds.push_back(runs[1]);
+    seconds.push_back(runs[1] / double(timing.tiles));
     if (progress) progress(i + 1, seq.size());
   }
   return seconds;

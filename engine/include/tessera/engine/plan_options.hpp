@@ -40,6 +40,8 @@ struct PlanJobOptions {
   bool calibrate = false;
   int64_t calibration_tile = 0;  ///< 0 = 128 (2-D) or 32 (3-D)
   int threads = 2;               ///< intra-op threads while calibrating
+  int calibration_batch = 1;     ///< tiles per timed pass of each layer (the run's micro-batch)
+  bool calibration_channels_last = false;  ///< time the layers channels-last (as train.channels_last)
 
   /// The checks that need no file, each error naming the flag. Throws tessera::Error.
   void validate() const;
@@ -80,6 +82,12 @@ void fields(PlanJobOptions& o, V& v) {
           "Measure this machine's forward + backward speed and per-layer memory for --model and store them");
   v.field("calibration_tile", o.calibration_tile, "Inset of the tile --calibrate measures (0, the default: 128, 3-D 32)");
   v.field("threads", o.threads, "Intra-op threads for --calibrate");
+  v.field("calibration_batch", o.calibration_batch,
+          "Tiles per timed pass of each layer in --calibrate: the micro-batch of the run the times will price "
+          "(layer times are stored per tile)");
+  v.field("calibration_channels_last", o.calibration_channels_last,
+          "Time --calibrate's layers with channels-last weights and activations, as train.channels_last (default: "
+          "contiguous, as bench pipeline runs)");
 }
 
 }  // namespace tessera::engine

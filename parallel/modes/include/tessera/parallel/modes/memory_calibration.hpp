@@ -23,9 +23,20 @@ namespace tessera::parallel {
 std::vector<int64_t> measure_layer_extra_bytes(const UNetImpl& full, const LayerSequence& seq,
                                                const std::function<void(int, int)>& progress = {});
 
-/// The same one-layer stages' forward + backward seconds (inputs made beforehand; median of
-/// three runs after a warm-up).
-std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq,
+/// How measure_layer_seconds runs each one-layer stage, so that it times what the priced run
+/// does: `tiles` per pass (the run's micro-batch: per-operation overheads spread over its
+/// tiles) and channels-last weights and tensors (as train.channels_last) or contiguous ones.
+struct LayerTiming {
+  int64_t tiles = 1;
+  bool channels_last = false;
+};
+
+/// The same one-layer stages' forward + backward seconds per tile, each stage run on
+/// `timing.tiles` tiles at once (inputs made beforehand; median of three runs after a
+/// warm-up, divided by the tiles). The caller sets the memory policy the run has (the
+/// training's CpuRunMemoryScope: its tensor cache saves re-faulting large buffers). Throws
+/// tessera::Error when `timing.tiles` < 1.
+std::vector<double> measure_layer_seconds(const UNetImpl& full, const LayerSequence& seq, const LayerTiming& timing = {},
                                           const std::function<void(int, int)>& progress = {});
 
 }  // namespace tessera::parallel
