@@ -25,14 +25,17 @@
 namespace tessera {
 namespace {
 
-// Buffers from this size up are mapped on their own (glibc's mmap threshold, fixed: glibc
-// otherwise raises it to each mapped buffer freed, up to 32 MiB, and serves later ones from the
-// heap, which keeps their pages once freed), and the tensor cache (cpu_tensor_cache.hpp) reuses
-// them from strip to strip. A stream's row buffers are mostly between 64 KiB and 1 MiB (a row of
-// 16 channels 2048 wide is 128 KiB): from the heap, over a few hundred strips their freed chunks
-// fragment it (4096², unet-tiny: 23 MiB more peak RSS with the threshold at 1 MiB than at 64 KiB,
-// docs/streaming.md). Process-wide, from the first stream on.
-constexpr int64_t kStreamMmapThreshold = int64_t{64} << 10;
+// Buffers from kStreamMmapThreshold up are mapped on their own (glibc's mmap threshold, fixed:
+// glibc otherwise raises it to each mapped buffer freed, up to 32 MiB, and serves later ones from
+// the heap, which keeps their pages once freed). The tensor cache (cpu_tensor_cache.hpp) keeps
+// LibTorch's buffers from kStreamCacheFloor up while a stream runs and reuses them from strip to
+// strip: a stream's row buffers are mostly between 64 KiB and 1 MiB (a row of 16 channels 2048
+// wide is 128 KiB), and from the heap their freed chunks fragment it over a few hundred strips.
+// The threshold itself stays at 1 MiB: at 64 KiB the buffers LibTorch's allocator does not see
+// (oneDNN's, GDAL's blocks) are mapped afresh every strip, 20 MiB less peak for up to 2 s more
+// kernel time at 4096² (docs/streaming.md). Process-wide, from the first stream on.
+constexpr int64_t kStreamMmapThreshold = int64_t{1} << 20;
+constexpr int64_t kStreamCacheFloor = int64_t{64} << 10;
 
 // Column pieces run side by side, each on its share of the intra-op threads while it lives.
 class ThreadShare {
@@ -238,7 +241,7 @@ InferenceReport for_each_strip(UNet& net, const ImageSource& source, const Norma
   // The strips' buffers come and go; mapped and cached, they are reused instead of staying in
   // the heap (4096 × 512, 56-row strips: 394 against 496 MiB peak RSS, docs/streaming.md).
   fix_mmap_threshold(kStreamMmapThreshold);
-  const CpuTensorCacheFloor floor(kStreamMmapThreshold);
+  const CpuTensorCacheFloor floor(kStreamCacheFloor);
   InferenceReport report;
   double flops = 0, read_pixels = 0;
   int64_t sequential = 0;

@@ -234,16 +234,17 @@ MsdSplit split_msd_cases(const MsdDataset& d, const std::vector<std::string>& va
   return s;
 }
 
+std::string msd_prediction_file(const std::string& id, const std::string& image) {
+  return id + ending_of(fs::path(image).filename().string());
+}
+
 std::vector<std::pair<std::string, std::string>> msd_inference_jobs(const std::string& folder, const std::string& out_dir) {
   const MsdDataset d = read_msd_dataset(folder);
   if (d.test.empty())
     throw Error((fs::path(folder) / "dataset.json").string() + ": no test images (" +
                 (d.flavour == "msd" ? "\"test\" is empty" : "imagesTs/*_0000" + d.file_ending + " found none") + ")");
   std::vector<std::pair<std::string, std::string>> jobs;
-  for (const MsdTestImage& t : d.test) {
-    const std::string name = fs::path(t.image).filename().string();
-    jobs.emplace_back(t.image, (fs::path(out_dir) / (t.id + ending_of(name))).string());
-  }
+  for (const MsdTestImage& t : d.test) jobs.emplace_back(t.image, (fs::path(out_dir) / msd_prediction_file(t.id, t.image)).string());
   return jobs;
 }
 

@@ -187,14 +187,38 @@ Normalization RasterReader::band_statistics() const {
   return n;
 }
 
+// The whole image at most `max_side` on its longer side, read a band of rows at a time: GDAL
+// reads one band after another, so a single read of the whole image decodes every block once per
+// band when the block cache (init_gdal, 16 MiB) cannot hold the image (a pixel-interleaved 4-band
+// 4096² scene: 1.9 s against 0.5 s). Each band of output rows is read from its exact source
+// rows (GDAL's floating-point window), so the bands add up to the one read.
 Block<float> RasterReader::read_preview(int64_t max_side, bool nearest) const {
   const int64_t h = info_.extent[0], w = info_.extent[1];
   const double f = std::min(1.0, double(max_side) / double(std::max(h, w)));
-  const int ph = std::max<int>(1, int(std::lround(h * f))), pw = std::max<int>(1, int(std::lround(w * f)));
+  const int64_t ph = std::max<int64_t>(1, std::lround(double(h) * f)), pw = std::max<int64_t>(1, std::lround(double(w) * f));
   Block<float> out({info_.channels, ph, pw});
-  if (read_window(impl_->ds, Box{{0, 0}, info_.extent}, {ph, pw}, out.data.data(), GDT_Float32, impl_->bands,
-                  nearest ? Resampling::nearest : Resampling::average) != CE_None)
-    throw Error(info_.path + ": preview read failed: " + gdal_error("GDAL error"));
+  int block_w = 0, block_h = 0;
+  GDALGetBlockSize(GDALGetRasterBand(impl_->ds, impl_->bands.front()), &block_w, &block_h);
+  const int64_t source_rows = std::max<int64_t>(block_h, 64) / std::max(block_h, 1) * std::max(block_h, 1);
+  const int64_t step = std::max<int64_t>(1, source_rows * ph / h);  // output rows a read
+  GDALRasterIOExtraArg extra;
+  INIT_RASTERIO_EXTRA_ARG(extra);
+  extra.eResampleAlg = nearest ? GRIORA_NearestNeighbour : GRIORA_Average;
+  extra.bFloatingPointWindowValidity = TRUE;
+  extra.dfXOff = 0;
+  extra.dfXSize = double(w);
+  const double rows_per_output = double(h) / double(ph);
+  for (int64_t r0 = 0; r0 < ph; r0 += step) {
+    const int64_t r1 = std::min(ph, r0 + step);
+    extra.dfYOff = double(r0) * rows_per_output;
+    extra.dfYSize = double(r1) * rows_per_output - extra.dfYOff;
+    const int y0 = int(std::floor(extra.dfYOff)), y1 = std::min<int>(int(h), int(std::ceil(extra.dfYOff + extra.dfYSize)));
+    CPLErrorReset();
+    if (GDALDatasetRasterIOEx(impl_->ds, GF_Read, 0, y0, int(w), y1 - y0, out.data.data() + r0 * pw, int(pw),
+                              int(r1 - r0), GDT_Float32, int(impl_->bands.size()), impl_->bands.data(), sizeof(float),
+                              GSpacing(sizeof(float) * pw), GSpacing(sizeof(float) * pw * ph), &extra) != CE_None)
+      throw Error(info_.path + ": preview read failed: " + gdal_error("GDAL error"));
+  }
   return out;
 }
 

@@ -351,6 +351,26 @@ TEST(RasterReader, ReducedReadOfAFileWithOverviewsIsTheAverageOfTheFullRead) {
   fs::remove_all(dir);
 }
 
+// The preview is read a band of rows at a time (one read of the whole image decodes every block
+// once per band when GDAL's cache cannot hold them); the bands must add up to GDAL's one read,
+// on a size whose rows do not divide evenly (fractional source windows) and several bands.
+TEST(RasterReader, PreviewReadInBandsOfRowsEqualsOneWholeRead) {
+  const auto dir = temp_dir("preview");
+  const std::string path = (dir / "image.tif").string();
+  auto value = [](int b, int y, int x) { return float((y * 13 + x * 7 + b * 5) % 97) + 0.25f * float(y % 3); };
+  write_float_raster(path, 403, 150, 3, value);
+  RasterReader r(path);
+  for (const bool nearest : {false, true}) {
+    const Block<float> preview = r.read_preview(64, nearest);
+    ASSERT_EQ(preview.shape, (Index{3, 64, 24}));
+    const Block<float> whole = r.read_resampled(Box{{0, 0}, {403, 150}}, {64, 24}, {1, 2, 3},
+                                                nearest ? Resampling::nearest : Resampling::average);
+    for (size_t i = 0; i < whole.data.size(); ++i)
+      ASSERT_NEAR(preview.data[i], whole.data[i], 1e-3) << (nearest ? "nearest" : "average") << ", value " << i;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(RasterReader, ReducedLabelsPickOnePixelAndNodataIsNan) {
   const auto dir = temp_dir("labels");
   const std::string path = (dir / "labels.tif").string();

@@ -50,8 +50,11 @@ struct MsdSplit {
 /// simplification). Neither: every case trains. Errors name the data.* key.
 MsdSplit split_msd_cases(const MsdDataset& d, const std::vector<std::string>& validation, int fold, int folds);
 
-/// The test images and where their labels go: OUT_DIR/<case><file ending>, nnU-Net's naming
-/// (the _0000 channel suffix dropped). Throws when the dataset lists no test image.
+/// The file name of a case's predicted labels: <case id><the image's file ending>, nnU-Net's
+/// naming (the _0000 channel suffix dropped with the id).
+std::string msd_prediction_file(const std::string& id, const std::string& image);
+
+/// The test images and where their labels go: OUT_DIR/msd_prediction_file(…). Throws when the dataset lists no test image.
 std::vector<std::pair<std::string, std::string>> msd_inference_jobs(const std::string& folder, const std::string& out_dir);
 
 }  // namespace tessera::engine
