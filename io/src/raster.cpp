@@ -105,6 +105,14 @@ void ensure_gdal() {
   if (!g_cache_capped) init_gdal();
 }
 
+GdalCacheCap::GdalCacheCap(int64_t bytes) {
+  ensure_gdal();
+  previous_ = GDALGetCacheMax64();
+  GDALSetCacheMax64(std::max<int64_t>(bytes, int64_t{1} << 20));
+}
+
+GdalCacheCap::~GdalCacheCap() { GDALSetCacheMax64(previous_); }
+
 struct RasterReader::Impl {
   GDALDatasetH ds = nullptr;
   std::vector<int> bands;       // data bands (1-based), alpha bands excluded
@@ -220,6 +228,18 @@ Block<float> RasterReader::read_preview(int64_t max_side, bool nearest) const {
       throw Error(info_.path + ": preview read failed: " + gdal_error("GDAL error"));
   }
   return out;
+}
+
+int64_t RasterReader::block_row_bytes() const {
+  int64_t bytes = 0;
+  for (int b = 1; b <= GDALGetRasterCount(impl_->ds); ++b) {
+    GDALRasterBandH band = GDALGetRasterBand(impl_->ds, b);
+    int block_w = 0, block_h = 0;
+    GDALGetBlockSize(band, &block_w, &block_h);
+    const int64_t across = (info_.extent[1] + block_w - 1) / std::max(block_w, 1);
+    bytes += across * block_w * block_h * GDALGetDataTypeSizeBytes(GDALGetRasterDataType(band));
+  }
+  return bytes;
 }
 
 RasterDescription RasterReader::describe() const {

@@ -38,6 +38,26 @@ TEST(CpuTensorCache, AFreedBufferServesTheNextRequestOfItsSize) {
   EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 4 * kMiB);
 }
 
+// A stream's row buffers change size from strip to strip: a cached buffer up to twice the
+// request serves it (and counts whole), one larger does not.
+TEST(CpuTensorCache, ACachedBufferUpToTwiceTheRequestServesIt) {
+  CpuTensorCacheScope cache;
+  torch::Tensor a = mib(3);
+  void* first = a.data_ptr();
+  a.reset();
+  torch::Tensor b = mib(2);
+  EXPECT_EQ(b.data_ptr(), first);
+  EXPECT_EQ(CpuTensorCacheScope::stats().hits, 1);
+  EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 3 * kMiB);
+  b.reset();
+  torch::Tensor c = torch::empty({kMiB / 4 + kMiB / 8});  // 1.5 MiB: half the cached 3 MiB
+  EXPECT_EQ(c.data_ptr(), first);
+  c.reset();
+  torch::Tensor d = torch::empty({kMiB / 4 + 1024});  // just over 1 MiB: the 3 MiB is more than twice
+  EXPECT_EQ(CpuTensorCacheScope::stats().hits, 2);
+  EXPECT_EQ(CpuTensorCacheScope::stats().misses, 2);
+}
+
 TEST(CpuTensorCache, AFloorKeepsSmallerBuffersWhileItLives) {
   CpuTensorCacheScope cache;  // the scope's floor: 1 MiB
   const auto kib256 = [] { return torch::empty({64 * 1024}); };  // 256 KiB of floats

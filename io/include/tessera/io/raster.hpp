@@ -60,6 +60,9 @@ class RasterReader final : public ImageSource {
   Block<uint8_t> read_labels_resampled(const Box& window, const Index& size) const;
   /// Every band of the file at full-resolution pixel (row, column); empty outside the raster.
   std::vector<double> read_pixel(int64_t row, int64_t column) const;
+  /// Bytes of one row of the file's blocks across its width, every band: what a reader of
+  /// successive rows needs decoded in GDAL's block cache.
+  int64_t block_row_bytes() const;
 
  private:
   struct Impl;
@@ -101,6 +104,20 @@ class LabelRasterWriter final : public LabelSink {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+/// GDAL's block cache capped at `bytes` (at least 1 MiB) while it lives, the cap before it back
+/// at its end. A stream reads and writes a few rows at a time and needs only the block rows they
+/// are in; the default cap keeps up to 16 MiB of blocks it has left behind.
+class GdalCacheCap {
+ public:
+  explicit GdalCacheCap(int64_t bytes);
+  ~GdalCacheCap();
+  GdalCacheCap(const GdalCacheCap&) = delete;
+  GdalCacheCap& operator=(const GdalCacheCap&) = delete;
+
+ private:
+  int64_t previous_;
 };
 
 /// Caps GDAL's block cache (bytes) and registers drivers; idempotent.
