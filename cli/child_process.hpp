@@ -1,6 +1,6 @@
 #pragma once
 // Runs a command as a child process and measures it the way a user would: wall time and
-// the child's own peak resident memory (wait4's rusage), optionally capturing stdout.
+// the child's own peak resident memory, optionally capturing stdout.
 #include <string>
 #include <vector>
 
@@ -11,12 +11,18 @@ namespace tessera::cli {
 struct ChildResult {
   int exit_code = -1;        ///< exit status, or 128 + signal
   double seconds = 0;        ///< wall clock
-  double peak_rss_mib = 0;   ///< ru_maxrss of the child
+  double peak_rss_mib = 0;   ///< this executable as the child: its VmHWM at exit; another program: wait4's ru_maxrss
+                             ///< (which starts from this process's own high-water mark)
   std::string out;           ///< stdout when captured
 };
 
 /// Throws tessera::Error when the program cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv, bool capture_stdout);
+
+/// With TESSERA_PEAK_RSS_FILE=PATH in the environment (run_child sets it for this executable
+/// as its child): this process's own peak resident memory, VmHWM in KiB, written to PATH at exit.
+/// Called first thing in main.
+void report_peak_rss_at_exit();
 
 /// Absolute path of the running executable.
 std::string self_executable();

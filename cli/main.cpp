@@ -5,6 +5,7 @@
 
 #include <torch/torch.h>
 
+#include "child_process.hpp"
 #include "commands.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/engine/config_file.hpp"
@@ -57,6 +58,7 @@ void refuse_unknown_flags(const CLI::App& app, int argc, char** argv) {
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {
+  tessera::cli::report_peak_rss_at_exit();
   CLI::App app{
       "Tessera segments images too large for one device: satellite GeoTIFF scenes and CT volumes,\n"
       "tiled with halos so that tiling never changes the answer."};
