@@ -38,6 +38,7 @@
 #include "bench_common.hpp"
 #include "bench_measure.hpp"
 #include "bench_pipeline.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/error.hpp"
 #include "tessera/core/threads.hpp"
 #include "tessera/parallel/comm/runtime.hpp"
@@ -153,7 +154,14 @@ void time_rows(const BenchPipelineOptions& f, const Setup& s, parallel::ProcessG
     std::printf("%4s %16s %8s %7s %7s %7s %10s %9s  %s\n", "M", "balance", "wall_s", "ideal", "bubble", "idle",
                 "samples/s", "in_flight", "compute_s per stage");
   for (int m : micro) {
-    const TimeRow r = time_row(f, s, grid, *net, b, m);
+    // Timed in train's memory policy for this micro-batch (the tensor cache; the threshold
+    // train_mmap_threshold takes), as `tessera train` runs and `plan --calibrate` times the layers.
+    int64_t level0 = int64_t{f.batch / m} * s.options.base_filters * 4;
+    for (int d = 0; d < s.options.dims; ++d) level0 *= s.side;
+    const TimeRow r = [&] {
+      const CpuRunMemoryScope memory(train_mmap_threshold(level0));
+      return time_row(f, s, grid, *net, b, m);
+    }();
     if (!root) continue;
     std::string per_stage;
     for (double c : r.stage_compute) per_stage += (per_stage.empty() ? "" : " ") + fmt::format("{:.3f}", c);

@@ -6,10 +6,11 @@
 //      every layer's forward + backward time per tile, measured alone — the simulator's
 //      only per-model input (with clusters/this-machine.yaml: MPI's bandwidth and latency,
 //      the memory bandwidth); nothing below is fitted to the step times it predicts. Each
-//      run is priced from layers timed as that run runs them: the pipeline rows from one tile
-//      per pass, contiguous (bench pipeline's format); the data-parallel row from
-//      --calibration-tile --tile, --calibration-batch batch / 2 (train's micro-batch) and
-//      --calibration-channels-last (train's default), in train's memory policy;
+//      run is priced from layers timed as that run runs them, in train's memory policy: each
+//      pipeline row from --calibration-tile --tile and --calibration-batch batch / M (its
+//      micro-batch), contiguous (bench pipeline's format); the data-parallel row from
+//      --calibration-batch batch / 2 (train's micro-batch) and --calibration-channels-last
+//      (train's default). bench pipeline cuts its stages from the first, one-tile calibration;
 //   2. `mpirun -np 2 tessera bench pipeline` (GPipe and 1F1B, each M of --micro, the global
 //      batch split into M micro-batches of batch / M tiles): the slowest stage's step time;
 //   3. `mpirun -np 2 tessera train` (data parallel, batch / 2 tiles per rank, Adam), --repeats
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -110,9 +112,21 @@ Simulator calibrated_simulator(const BenchSimulateOptions& f, const UNetOptions&
   return sim;
 }
 
-// 2. Pipeline parallel, one stage per rank: bench pipeline's measured steps beside the simulated.
-void pipeline_rows(const BenchSimulateOptions& f, const Simulator& simulate, int64_t side, const fs::path& cal_path,
+// 2. Pipeline parallel, one stage per rank: bench pipeline's measured steps (timed in train's
+// memory policy) beside the simulated, each M priced from layers timed at its micro-batch
+// (batch / M tiles a pass).
+void pipeline_rows(const BenchSimulateOptions& f, const UNetOptions& model, int64_t side, const fs::path& cal_path,
                    std::vector<Row>& rows) {
+  std::map<int, Simulator> by_micro_batch;
+  for (int m : f.micro) {
+    const int b = f.batch / m;
+    if (by_micro_batch.count(b)) continue;
+    const fs::path path = cal_path.parent_path() / fmt::format("calibration-pipeline-b{}.json", b);
+    fs::remove(path);
+    by_micro_batch.emplace(b, calibrated_simulator(f, model, side, path,
+                                                   {"--calibration-tile", std::to_string(f.tile), "--calibration-batch",
+                                                    std::to_string(b)}));
+  }
   const std::string micro = join(f.micro);
   for (const std::string schedule : {"gpipe", "1f1b"}) {
     std::printf("running mpirun -np %d tessera bench pipeline --schedule %s --micro %s …\n", kRanks, schedule.c_str(),
@@ -129,7 +143,7 @@ void pipeline_rows(const BenchSimulateOptions& f, const Simulator& simulate, int
                   std::to_string(side));
     for (const auto& t : report.at("time")) {
       const int m = t.at("micro_batches").get<int>();
-      const parallel::SimulationResult sim = simulate(1, kRanks, m, f.batch / m, schedule, false);
+      const parallel::SimulationResult sim = by_micro_batch.at(f.batch / m)(1, kRanks, m, f.batch / m, schedule, false);
       const auto measured_balance = t.at("balance").get<std::vector<int>>();
       rows.push_back({fmt::format("pipeline {} M={}", schedule, m), t.at("wall_s").get<double>(), sim.step_seconds,
                       fmt::format("balance {} (simulated {}), bubble {:.2f} (simulated {:.2f})",
@@ -209,9 +223,9 @@ void run_bench_simulate(const BenchSimulateOptions& f) {
   std::printf("bench simulate: %s, inset %lld (input %lld), global batch %d, %d ranks, cluster %s\n", f.model.c_str(),
               (long long)f.tile, (long long)side, f.batch, kRanks, f.cluster.c_str());
   std::fflush(stdout);
-  const Simulator simulate = calibrated_simulator(f, model, side, cal_path, {});
+  calibrated_simulator(f, model, side, cal_path, {});  // bench pipeline's balance cut
   std::vector<Row> rows;
-  pipeline_rows(f, simulate, side, cal_path, rows);
+  pipeline_rows(f, model, side, cal_path, rows);
   rows.push_back(train_row(f, model, side, dir));
   print_rows(f, side, rows);
 }
