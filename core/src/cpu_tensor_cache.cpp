@@ -31,6 +31,8 @@ class CachingCpuAllocator final : public c10::Allocator {
     active_ = true;
     min_bytes_ = size_t(std::max<int64_t>(1, min_bytes));
     stats_ = {};
+    held_ = peak_held_ = 0;
+    requested_.clear();  // buffers still live from an earlier scope are freed directly
   }
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -77,15 +79,14 @@ class CachingCpuAllocator final : public c10::Allocator {
     if (auto it = free_.lower_bound(n); it != free_.end() && it->first <= 2 * n) {
       void* p = it->second;
       stats_.cached_bytes -= int64_t(it->first);
-      stats_.live_bytes += int64_t(it->first);
       free_.erase(it);
       ++stats_.hits;
-      stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
+      lend(p, n, sizes_.at(p));
       return p;
     }
-    // Keep live + cached within the largest live total so far (or live + this request).
-    const int64_t ceiling = std::max(stats_.peak_live_bytes, stats_.live_bytes + int64_t(n));
-    while (!free_.empty() && stats_.live_bytes + stats_.cached_bytes + int64_t(n) > ceiling) {
+    // Keep held + cached within the largest held total so far (or held + this request).
+    const int64_t ceiling = std::max(peak_held_, held_ + int64_t(n));
+    while (!free_.empty() && held_ + stats_.cached_bytes + int64_t(n) > ceiling) {
       auto largest = std::prev(free_.end());
       stats_.cached_bytes -= int64_t(largest->first);
       sizes_.erase(largest->second);
@@ -94,10 +95,19 @@ class CachingCpuAllocator final : public c10::Allocator {
     }
     void* p = c10::alloc_cpu(n);
     sizes_[p] = n;
+    ++stats_.misses;
+    lend(p, n, n);
+    return p;
+  }
+
+  // `p`, a buffer of `size` bytes, now holds a tensor of `n`: live_bytes counts the tensors'
+  // bytes (what the memory models predict), held_ the buffers' (what the ceiling bounds).
+  void lend(void* p, size_t n, size_t size) {
+    requested_[p] = n;
     stats_.live_bytes += int64_t(n);
     stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
-    ++stats_.misses;
-    return p;
+    held_ += int64_t(size);
+    peak_held_ = std::max(peak_held_, held_);
   }
 
   void give_back(void* p) {
@@ -105,7 +115,11 @@ class CachingCpuAllocator final : public c10::Allocator {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = sizes_.find(p);
     if (it == sizes_.end()) return c10::free_cpu(p);  // a small buffer
-    stats_.live_bytes -= int64_t(it->second);
+    if (const auto r = requested_.find(p); r != requested_.end()) {
+      stats_.live_bytes -= int64_t(r->second);
+      held_ -= int64_t(it->second);
+      requested_.erase(r);
+    }
     if (!active_) {
       sizes_.erase(it);
       return c10::free_cpu(p);
@@ -119,6 +133,8 @@ class CachingCpuAllocator final : public c10::Allocator {
   size_t min_bytes_ = size_t{1} << 20;
   std::multimap<size_t, void*> free_;      // cached buffers by size
   std::unordered_map<void*, size_t> sizes_;  // every large buffer this allocator made, live or cached
+  std::unordered_map<void*, size_t> requested_;  // the live ones: the bytes their tensors asked for
+  int64_t held_ = 0, peak_held_ = 0;            // live buffers' bytes, and their largest total
   CpuTensorCacheStats stats_;
 };
 

@@ -17,7 +17,7 @@
 namespace tessera {
 
 struct CpuTensorCacheStats {
-  int64_t live_bytes = 0;       ///< large buffers in use
+  int64_t live_bytes = 0;       ///< bytes the live large tensors asked for (their buffers may be up to 2x)
   int64_t cached_bytes = 0;     ///< large buffers freed and kept
   int64_t peak_live_bytes = 0;  ///< the largest live_bytes so far
   int64_t hits = 0, misses = 0; ///< large requests served from the cache / freshly allocated
