@@ -6,10 +6,11 @@
 // inference; with the cache the same buffers are reused from tile to tile.
 //
 // Policy: buffers of at least `min_bytes` are kept when freed and handed out again for a
-// request of the same size (up to 1/8 larger); smaller ones go to malloc as before. The
-// footprint — live plus cached bytes — never exceeds the largest live total seen so far (or
-// live + the request): before a fresh allocation would pass it, cached buffers are released,
-// largest first. So resident memory peaks where it did without the cache.
+// request of their size or up to half of it (the smallest that fits); smaller ones go to malloc
+// as before. The footprint — the live buffers plus the cached ones — never exceeds the largest
+// live-buffer total seen so far (or that + the request): before a fresh allocation would pass
+// it, cached buffers are released, largest first. So resident memory peaks about where it did
+// without the cache.
 //
 // Torch-free header; thread safe (one mutex). Allocation only: values are never affected.
 #include <cstdint>
