@@ -155,11 +155,12 @@ void time_rows(const BenchPipelineOptions& f, const Setup& s, parallel::ProcessG
                 "samples/s", "in_flight", "compute_s per stage");
   for (int m : micro) {
     // Timed in train's memory policy for this micro-batch (the tensor cache; the threshold
-    // train_mmap_threshold takes), as `tessera train` runs and `plan --calibrate` times the layers.
-    int64_t level0 = int64_t{f.batch / m} * s.options.base_filters * 4;
-    for (int d = 0; d < s.options.dims; ++d) level0 *= s.side;
+    // train_mmap_threshold takes at its tile, the output side), as `tessera train` runs and
+    // `plan --calibrate` times the layers.
+    const int64_t inset = *unet_output_size(s.options, s.side);
     const TimeRow r = [&] {
-      const CpuRunMemoryScope memory(train_mmap_threshold(level0));
+      const CpuRunMemoryScope memory(
+          train_mmap_threshold(level0_bytes(f.batch / m, s.options.base_filters, s.options.dims, inset)));
       return time_row(f, s, grid, *net, b, m);
     }();
     if (!root) continue;

@@ -71,7 +71,7 @@ InferenceReport write_resampled(UNet& net, const ImageSource& image, const Norma
 int64_t stream_block_cache_bytes(const ImageSource& image, const InferenceOptions& options, int64_t output_bytes) {
   const auto* raster = dynamic_cast<const io::RasterReader*>(&image);
   if (options.strip <= 0 || !raster) return 0;
-  const int64_t outputs = image.info().extent[1] * io::LabelRasterOptions("", {}, {}).block * output_bytes;
+  const int64_t outputs = image.info().extent[1] * io::LabelRasterOptions::kDefaultBlock * output_bytes;
   return (raster->block_row_bytes() + outputs) * 5 / 4;
 }
 

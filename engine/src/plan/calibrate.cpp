@@ -62,9 +62,8 @@ LayerMeasurements measure_layers(UNetImpl& net, const LayerSequence& small, cons
   ProgressBar bar("measuring layers", 3 * seq.size(), "layers");
   LayerMeasurements m;
   {
-    int64_t level0 = timing.tiles * seq.options.base_filters * 4;  // as train's level0_bytes
-    for (int d = 0; d < seq.options.dims; ++d) level0 *= inset;
-    const CpuRunMemoryScope memory(train_mmap_threshold(level0));
+    const CpuRunMemoryScope memory(
+        train_mmap_threshold(level0_bytes(timing.tiles, seq.options.base_filters, seq.options.dims, inset)));
     m.seconds = parallel::measure_layer_seconds(net, seq, timing, [&](int done, int) { bar.update(done); });
   }
   m.extra_small = parallel::measure_layer_extra_bytes(net, small, [&](int done, int) { bar.update(seq.size() + done); });

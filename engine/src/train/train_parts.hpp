@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/core/checkpoint.hpp"
+#include "tessera/core/cpu_tensor_cache.hpp"
 #include "tessera/core/spatial_mesh.hpp"
 #include "tessera/core/trainer.hpp"
 #include "tessera/engine/auto_train.hpp"
@@ -48,12 +49,10 @@ CheckpointMeta describe_model(RunConfig& c, Dataset& data, const std::string& co
 
 // ---- layout.cpp ---------------------------------------------------------------------------
 
-/// One micro-batch's full-resolution feature map in bytes (tile^dims × batch × base filters,
-/// float): what train_mmap_threshold (cpu_tensor_cache.hpp) decides on.
+/// One micro-batch's full-resolution feature map in bytes at the run's tile and batch
+/// (tessera::level0_bytes, cpu_tensor_cache.hpp).
 inline int64_t level0_bytes(const TrainOptions& t, const UNetOptions& m) {
-  int64_t n = int64_t(t.batch) * m.base_filters * 4;
-  for (int d = 0; d < m.dims; ++d) n *= t.tile;
-  return n;
+  return tessera::level0_bytes(t.batch, m.base_filters, m.dims, t.tile);
 }
 /// The grid the flags ask for; combinations the trainer cannot run are refused.
 parallel::GridShape grid_shape(const ParallelConfig& p);

@@ -87,4 +87,13 @@ constexpr int64_t kTrainMmapThreshold = int64_t{1} << 20;
 inline int64_t train_mmap_threshold(int64_t level0_bytes) {
   return level0_bytes >= (int64_t{16} << 20) ? kTrainMmapThreshold : 0;
 }
+
+/// One micro-batch's full-resolution feature map in bytes: `tiles` tiles of `side`^dims × the
+/// first level's `base_filters`, float. What train_mmap_threshold decides on, for `tessera
+/// train` (its tile), `plan --calibrate` and `bench pipeline` (timed as train runs).
+inline int64_t level0_bytes(int64_t tiles, int64_t base_filters, int dims, int64_t side) {
+  int64_t n = tiles * base_filters * 4;
+  for (int d = 0; d < dims; ++d) n *= side;
+  return n;
+}
 }  // namespace tessera

@@ -74,7 +74,8 @@ struct LabelRasterOptions {
   std::string path;           ///< final output path (GeoTIFF; ".cog.tif": a COG)
   Index extent;               ///< (height, width)
   Georeference geo;           ///< copied from the input
-  int block = 256;            ///< internal tile size
+  static constexpr int kDefaultBlock = 256;
+  int block = kDefaultBlock;  ///< internal tile size
   std::string compress = "DEFLATE";
   LabelStyle style;           ///< class names, attribute table, COG, .qml (tessera/io/label_style.hpp)
   LabelRasterOptions(std::string path_, Index extent_, Georeference geo_)
