@@ -36,7 +36,8 @@ std::string self_executable() { return std::filesystem::read_symlink("/proc/self
 
 namespace {
 
-// Where a Tessera child writes its own peak resident memory at exit (cli/main.cpp).
+// Where a Tessera child writes its own peak resident memory at exit (report_peak_rss_at_exit,
+// which its main calls first).
 std::string peak_rss_file() {
   static std::atomic<int> n{0};
   return (std::filesystem::temp_directory_path() /
