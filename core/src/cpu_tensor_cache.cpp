@@ -32,7 +32,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     min_bytes_ = size_t(std::max<int64_t>(1, min_bytes));
     stats_ = {};
     held_ = peak_held_ = 0;
-    requested_.clear();  // buffers still live from an earlier scope are freed directly
+    for (auto& [p, b] : buffers_) b.requested = 0;  // live from an earlier scope: not counted
   }
   void stop() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -41,7 +41,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     // give_back must not mistake for one of these (cached under the old size, then served to a
     // request of that size: a write past the new buffer's end).
     for (auto& [size, p] : free_) {
-      sizes_.erase(p);
+      buffers_.erase(p);
       c10::free_cpu(p);
     }
     free_.clear();
@@ -81,7 +81,7 @@ class CachingCpuAllocator final : public c10::Allocator {
       stats_.cached_bytes -= int64_t(it->first);
       free_.erase(it);
       ++stats_.hits;
-      lend(p, n, sizes_.at(p));
+      lend(p, n);
       return p;
     }
     // Keep held + cached within the largest held total so far (or held + this request).
@@ -89,51 +89,56 @@ class CachingCpuAllocator final : public c10::Allocator {
     while (!free_.empty() && held_ + stats_.cached_bytes + int64_t(n) > ceiling) {
       auto largest = std::prev(free_.end());
       stats_.cached_bytes -= int64_t(largest->first);
-      sizes_.erase(largest->second);
+      buffers_.erase(largest->second);
       c10::free_cpu(largest->second);
       free_.erase(largest);
     }
     void* p = c10::alloc_cpu(n);
-    sizes_[p] = n;
+    buffers_[p] = {n, 0};
     ++stats_.misses;
-    lend(p, n, n);
+    lend(p, n);
     return p;
   }
 
-  // `p`, a buffer of `size` bytes, now holds a tensor of `n`: live_bytes counts the tensors'
+  // `p`, one of buffers_, now holds a tensor of `n` bytes: live_bytes counts the tensors'
   // bytes (what the memory models predict), held_ the buffers' (what the ceiling bounds).
-  void lend(void* p, size_t n, size_t size) {
-    requested_[p] = n;
+  void lend(void* p, size_t n) {
+    Buffer& b = buffers_.at(p);
+    b.requested = n;
     stats_.live_bytes += int64_t(n);
     stats_.peak_live_bytes = std::max(stats_.peak_live_bytes, stats_.live_bytes);
-    held_ += int64_t(size);
+    held_ += int64_t(b.size);
     peak_held_ = std::max(peak_held_, held_);
   }
 
   void give_back(void* p) {
     if (!p) return;
     std::lock_guard<std::mutex> lock(mutex_);
-    const auto it = sizes_.find(p);
-    if (it == sizes_.end()) return c10::free_cpu(p);  // a small buffer
-    if (const auto r = requested_.find(p); r != requested_.end()) {
-      stats_.live_bytes -= int64_t(r->second);
-      held_ -= int64_t(it->second);
-      requested_.erase(r);
+    const auto it = buffers_.find(p);
+    if (it == buffers_.end()) return c10::free_cpu(p);  // a small buffer
+    Buffer& b = it->second;
+    if (b.requested > 0) {
+      stats_.live_bytes -= int64_t(b.requested);
+      held_ -= int64_t(b.size);
+      b.requested = 0;
     }
     if (!active_) {
-      sizes_.erase(it);
+      buffers_.erase(it);
       return c10::free_cpu(p);
     }
-    free_.emplace(it->second, p);
-    stats_.cached_bytes += int64_t(it->second);
+    free_.emplace(b.size, p);
+    stats_.cached_bytes += int64_t(b.size);
   }
 
   std::mutex mutex_;
   bool active_ = false;
   size_t min_bytes_ = size_t{1} << 20;
   std::multimap<size_t, void*> free_;      // cached buffers by size
-  std::unordered_map<void*, size_t> sizes_;  // every large buffer this allocator made, live or cached
-  std::unordered_map<void*, size_t> requested_;  // the live ones: the bytes their tensors asked for
+  struct Buffer {
+    size_t size = 0;       // bytes allocated
+    size_t requested = 0;  // bytes its tensor asked for while live; 0 cached
+  };
+  std::unordered_map<void*, Buffer> buffers_;  // every large buffer this allocator made, live or cached
   int64_t held_ = 0, peak_held_ = 0;            // live buffers' bytes, and their largest total
   CpuTensorCacheStats stats_;
 };
