@@ -1,11 +1,14 @@
 #include "tessera/core/cpu_tensor_cache.hpp"
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include <c10/core/CPUAllocator.h>
@@ -25,6 +28,20 @@ class CachingCpuAllocator final : public c10::Allocator {
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
+  // The stream's policy (CpuTensorCacheStreaming) from now on, or the scope's; returns the
+  // previous one.
+  struct Policy {
+    int64_t min_bytes = 0;
+    bool streaming = false;
+  };
+  Policy set_policy(Policy p) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Policy previous{int64_t(min_bytes_), streaming_};
+    min_bytes_ = size_t(std::max<int64_t>(1, p.min_bytes));
+    streaming_ = p.streaming;
+    return previous;
+  }
+
   void start(int64_t min_bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (active_) throw Error("CpuTensorCacheScope: one at a time");
@@ -41,8 +58,8 @@ class CachingCpuAllocator final : public c10::Allocator {
     // give_back must not mistake for one of these (cached under the old size, then served to a
     // request of that size: a write past the new buffer's end).
     for (auto& [size, p] : free_) {
+      release_buffer(p, buffers_.at(p));
       buffers_.erase(p);
-      c10::free_cpu(p);
     }
     free_.clear();
     stats_.cached_bytes = 0;
@@ -50,13 +67,6 @@ class CachingCpuAllocator final : public c10::Allocator {
   CpuTensorCacheStats stats() {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;
-  }
-  // The floor from now on; returns the previous one.
-  int64_t set_min_bytes(int64_t min_bytes) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t previous = int64_t(min_bytes_);
-    min_bytes_ = size_t(std::max<int64_t>(1, min_bytes));
-    return previous;
   }
   static CachingCpuAllocator& instance() {
     static CachingCpuAllocator a;
@@ -84,17 +94,22 @@ class CachingCpuAllocator final : public c10::Allocator {
       lend(p, n);
       return p;
     }
-    // Keep held + cached within the largest held total so far (or held + this request).
-    const int64_t ceiling = std::max(peak_held_, held_ + int64_t(n));
+    // Keep held + cached within the largest held total so far (or held + this request; the
+    // stream: kStreamCacheSlack times that).
+    const int64_t bound = std::max(peak_held_, held_ + int64_t(n));
+    const int64_t ceiling = streaming_ ? int64_t(kStreamCacheSlack * double(bound)) : bound;
     while (!free_.empty() && held_ + stats_.cached_bytes + int64_t(n) > ceiling) {
-      auto largest = std::prev(free_.end());
-      stats_.cached_bytes -= int64_t(largest->first);
-      buffers_.erase(largest->second);
-      c10::free_cpu(largest->second);
-      free_.erase(largest);
+      auto victim = streaming_ ? least_recent() : std::prev(free_.end());
+      stats_.cached_bytes -= int64_t(victim->first);
+      release_buffer(victim->second, buffers_.at(victim->second));
+      buffers_.erase(victim->second);
+      free_.erase(victim);
     }
-    void* p = c10::alloc_cpu(n);
-    buffers_[p] = {n, 0};
+    Buffer b;
+    b.mapped = streaming_;
+    b.size = b.mapped ? page_rounded(n) : n;
+    void* p = b.mapped ? map_buffer(b.size) : c10::alloc_cpu(n);
+    buffers_[p] = b;
     ++stats_.misses;
     lend(p, n);
     return p;
@@ -123,21 +138,50 @@ class CachingCpuAllocator final : public c10::Allocator {
       b.requested = 0;
     }
     if (!active_) {
+      release_buffer(p, b);
       buffers_.erase(it);
-      return c10::free_cpu(p);
+      return;
     }
+    b.returned = ++returns_;
     free_.emplace(b.size, p);
     stats_.cached_bytes += int64_t(b.size);
   }
 
   std::mutex mutex_;
   bool active_ = false;
+  bool streaming_ = false;
+  uint64_t returns_ = 0;
   size_t min_bytes_ = size_t{1} << 20;
-  std::multimap<size_t, void*> free_;      // cached buffers by size
   struct Buffer {
-    size_t size = 0;       // bytes allocated
-    size_t requested = 0;  // bytes its tensor asked for while live; 0 cached
+    size_t size = 0;        // bytes allocated
+    size_t requested = 0;   // bytes its tensor asked for while live; 0 cached
+    uint64_t returned = 0;  // when it was last cached (returns_ then)
+    bool mapped = false;    // a mapping of its own (the stream's policy), else c10::alloc_cpu's
   };
+
+  static size_t page_rounded(size_t n) {
+    static const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    return (n + page - 1) / page * page;
+  }
+  static void* map_buffer(size_t n) {
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+  static void release_buffer(void* p, const Buffer& b) {
+    if (b.mapped) munmap(p, b.size);
+    else c10::free_cpu(p);
+  }
+  // The cached buffer returned longest ago (the stream's eviction order: a buffer no strip has
+  // asked for since is one of a shape the stream has left behind).
+  std::multimap<size_t, void*>::iterator least_recent() {
+    auto oldest = free_.begin();
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (buffers_.at(it->second).returned < buffers_.at(oldest->second).returned) oldest = it;
+    return oldest;
+  }
+
+  std::multimap<size_t, void*> free_;      // cached buffers by size
   std::unordered_map<void*, Buffer> buffers_;  // every large buffer this allocator made, live or cached
   int64_t held_ = 0, peak_held_ = 0;            // live buffers' bytes, and their largest total
   CpuTensorCacheStats stats_;
@@ -172,9 +216,14 @@ CpuRunMemoryScope::CpuRunMemoryScope(int64_t mmap_threshold, int64_t min_bytes)
 
 CpuTensorCacheStats CpuTensorCacheScope::stats() { return CachingCpuAllocator::instance().stats(); }
 
-CpuTensorCacheFloor::CpuTensorCacheFloor(int64_t min_bytes)
-    : previous_(CachingCpuAllocator::instance().set_min_bytes(min_bytes)) {}
+CpuTensorCacheStreaming::CpuTensorCacheStreaming(int64_t min_bytes) {
+  const auto previous = CachingCpuAllocator::instance().set_policy({min_bytes, true});
+  previous_min_bytes_ = previous.min_bytes;
+  previous_streaming_ = previous.streaming;
+}
 
-CpuTensorCacheFloor::~CpuTensorCacheFloor() { CachingCpuAllocator::instance().set_min_bytes(previous_); }
+CpuTensorCacheStreaming::~CpuTensorCacheStreaming() {
+  CachingCpuAllocator::instance().set_policy({previous_min_bytes_, previous_streaming_});
+}
 
 }  // namespace tessera

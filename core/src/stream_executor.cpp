@@ -1,5 +1,6 @@
 #include "tessera/core/stream_executor.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include <torch/torch.h>
@@ -184,13 +185,21 @@ void StreamExecutor::keep_skip(int i, const torch::Tensor& x) {
     // widest skip are most of its slices.
     torch::Tensor kept = x;
     for (int64_t d = 3; d < x.dim(); ++d) kept = kept.narrow(d, crop_[e], x.size(d) - 2 * crop_[e]);
-    skip_[e].append(kept.clone());
+    const int64_t consumed = consumed_[static_cast<size_t>(seq_.skips[e].consumer)];
+    skip_[e].append(kept, consumed + crop_[e]);
   }
 }
 
-void StreamExecutor::SkipRows::append(const torch::Tensor& x) {
-  chunks.push_back(x);
-  rows += x.size(2);
+void StreamExecutor::SkipRows::append(const torch::Tensor& x, int64_t needed) {
+  const int64_t next = first + rows;  // x's first row
+  const int64_t unread = std::clamp<int64_t>(needed - next, 0, x.size(2));
+  if (unread > 0) {
+    TESSERA_CHECK(rows == 0);  // the rows before `needed` were dropped as the decoder passed them
+    first = next + unread;
+  }
+  if (unread == x.size(2)) return;
+  chunks.push_back(rows_of(x, unread, x.size(2) - unread).clone());
+  rows += x.size(2) - unread;
 }
 
 void StreamExecutor::SkipRows::copy_to(int64_t from, const torch::Tensor& out) const {

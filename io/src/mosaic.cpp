@@ -38,7 +38,7 @@ std::vector<std::string> grid_arguments(const ImageInfo& like) {
 }  // namespace
 
 void build_mosaic_vrt(const std::string& vrt_path, const std::vector<std::string>& tiles, const ImageInfo& like) {
-  ensure_gdal();
+  ensure_all_gdal_drivers();
   std::vector<std::string> args = grid_arguments(like);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -58,7 +58,7 @@ void build_mosaic_vrt(const std::string& vrt_path, const std::vector<std::string
 }
 
 void write_repeating_vrt(const std::string& vrt_path, const std::string& source, const Index& extent) {
-  ensure_gdal();
+  ensure_all_gdal_drivers();
   TESSERA_CHECK(extent.size() == 2 && extent[0] > 0 && extent[1] > 0);
   GDALDatasetH src = GDALOpen(source.c_str(), GA_ReadOnly);
   if (!src) throw Error(source + ": " + detail::gdal_error("cannot open"));

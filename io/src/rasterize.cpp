@@ -44,6 +44,7 @@ void rasterize_polygons(const std::string& vector_path, const std::string& image
                         const RasterizeOptions& o) {
   o.validate();
   init_gdal();
+  ensure_all_gdal_drivers();
   CPLErrorReset();
   Dataset vec(static_cast<GDALDataset*>(GDALOpenEx(vector_path.c_str(), GDAL_OF_VECTOR, nullptr, nullptr, nullptr)));
   if (!vec) throw Error(vector_path + ": not a readable vector file" + gdal_message());

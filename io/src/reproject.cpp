@@ -345,7 +345,7 @@ void WarpOptions::validate() const {
 }
 
 void check_target_srs(const std::string& t_srs) {
-  ensure_gdal();
+  ensure_all_gdal_drivers();
   const std::string shown = "--t-srs " + (t_srs.empty() ? std::string("''") : one_line(t_srs));
   if (t_srs.empty()) throw Error(shown + ": not a coordinate reference system GDAL knows (empty)");
   Srs srs(OSRNewSpatialReference(nullptr));
@@ -356,6 +356,7 @@ void check_target_srs(const std::string& t_srs) {
 
 void warp_label_raster(const std::string& source, const std::string& target, const WarpOptions& o) {
   o.validate();
+  ensure_all_gdal_drivers();
   Dataset src = open_labels(source, source);
   if (!GDALGetSpatialRef(src.get())) throw Error(source + ": has no coordinate reference system to warp from");
   if (resolved(source) == resolved(target)) throw Error(target + ": is the source; warp to another file");
@@ -365,7 +366,7 @@ void warp_label_raster(const std::string& source, const std::string& target, con
 }
 
 std::string raster_crs_name(const std::string& path) {
-  ensure_gdal();
+  ensure_all_gdal_drivers();
   VSIStatBufL stat;
   if (VSIStatL(path.c_str(), &stat) != 0) throw Error(path + ": no such file");
   CPLErrorReset();
@@ -380,7 +381,7 @@ void build_scene_mosaic(const std::vector<std::string>& labels, const std::strin
   const bool vrt_out = ends_with(mosaic, ".vrt");
   if (!vrt_out && !ends_with(mosaic, ".tif") && !ends_with(mosaic, ".tiff"))
     throw Error(mosaic + ": a scene mosaic is a .vrt, .tif or .cog.tif");
-  ensure_gdal();
+  ensure_all_gdal_drivers();
   const Scenes scenes = open_scenes(labels, mosaic);
   for (size_t i = 0; i < scenes.resolved.size(); ++i)
     if (scenes.resolved[i] == resolved(mosaic)) throw Error(mosaic + ": is one of the scenes; write the mosaic elsewhere");

@@ -346,6 +346,7 @@ VectorizeReport vectorize_labels(const std::string& label_raster, const std::str
   const auto start = std::chrono::steady_clock::now();
   const std::string driver_name = vector_driver_for(out_path);
   init_gdal();
+  ensure_all_gdal_drivers();
   if (options.simplify > 0 && !OGRGetGEOSVersion(nullptr, nullptr, nullptr))
     throw Error(out_path + ": --simplify needs GDAL built with GEOS, which this GDAL is not");
 

@@ -7,6 +7,11 @@
 
 #include <c10/core/CPUAllocator.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -59,13 +64,13 @@ TEST(CpuTensorCache, ACachedBufferUpToTwiceTheRequestServesIt) {
   EXPECT_EQ(CpuTensorCacheScope::stats().misses, 2);
 }
 
-TEST(CpuTensorCache, AFloorKeepsSmallerBuffersWhileItLives) {
+TEST(CpuTensorCache, TheStreamingPolicyKeepsSmallerBuffersWhileItLives) {
   CpuTensorCacheScope cache;  // the scope's floor: 1 MiB
   const auto kib256 = [] { return torch::empty({64 * 1024}); };  // 256 KiB of floats
   torch::Tensor before = kib256();
   EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, 0);  // below the floor: malloc's
   {
-    const CpuTensorCacheFloor floor(64 << 10);
+    const CpuTensorCacheStreaming streaming(64 << 10);
     torch::Tensor a = kib256();
     void* first = a.data_ptr();
     a.reset();
@@ -77,6 +82,43 @@ TEST(CpuTensorCache, AFloorKeepsSmallerBuffersWhileItLives) {
   const int64_t live = CpuTensorCacheScope::stats().live_bytes;
   torch::Tensor after = kib256();
   EXPECT_EQ(CpuTensorCacheScope::stats().live_bytes, live);  // the scope's floor again
+}
+
+// The stream's policy releases the cached buffer returned longest ago, not the largest (which
+// the scope's policy releases first), to stay within kStreamCacheSlack × the largest live total.
+TEST(CpuTensorCache, TheStreamingPolicyReleasesTheBufferReturnedLongestAgo) {
+  CpuTensorCacheScope cache;
+  const CpuTensorCacheStreaming streaming(64 << 10);
+  torch::Tensor x = mib(8), y = mib(2);  // 10 MiB live at once: the bound is 11 MiB
+  void* eight = x.data_ptr();
+  y.reset();  // returned first
+  x.reset();
+  torch::Tensor a = torch::empty({kMiB / 2 + kMiB / 8});  // 2.5 MiB: the 8 MiB is too large, a miss
+  CpuTensorCacheStats s = CpuTensorCacheScope::stats();
+  EXPECT_EQ(s.misses, 3);
+  EXPECT_EQ(s.cached_bytes, 8 * kMiB);  // the 2 MiB went; largest first would have kept it
+  a.reset();
+  torch::Tensor b = mib(8);
+  EXPECT_EQ(b.data_ptr(), eight);
+}
+
+// Under the stream's policy each buffer is a mapping of its own: one the cache releases is
+// unmapped at once (a heap chunk would stay mapped, and resident, inside the heap).
+TEST(CpuTensorCache, ABufferTheStreamingPolicyReleasesIsUnmapped) {
+  CpuTensorCacheScope cache;
+  const CpuTensorCacheStreaming streaming(64 << 10);
+  torch::Tensor t = torch::empty({64 * 1024});  // 256 KiB: below glibc's mmap threshold
+  t.fill_(1);
+  auto* p = static_cast<unsigned char*>(t.data_ptr());
+  const long page = sysconf(_SC_PAGESIZE);
+  void* first_page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) / page * page);
+  unsigned char resident = 0;
+  ASSERT_EQ(mincore(first_page, size_t(page), &resident), 0);
+  t.reset();
+  torch::Tensor big = mib(1);  // more than twice 256 KiB: a miss past the bound (1.1 MiB) releases it
+  EXPECT_EQ(CpuTensorCacheScope::stats().cached_bytes, 0);
+  EXPECT_EQ(mincore(first_page, size_t(page), &resident), -1);
+  EXPECT_EQ(errno, ENOMEM);
 }
 
 TEST(CpuTensorCache, LivePlusCachedNeverExceedsTheLargestLiveTotal) {

@@ -165,9 +165,9 @@ class StreamDryRun {
     carry_.assign(seq.layers.size(), 0);
     done_.assign(seq.layers.size(), 0);
     produced_.assign(seq.skips.size(), 0);
-    first_.assign(seq.skips.size(), 0);
     for (const SkipEdge& e : seq.skips)
       crop_.push_back((seq.layers[size_t(e.producer)].out_side - seq.layers[size_t(e.consumer - 1)].out_side) / 2);
+    first_ = crop_;  // the rows above the crop are never read, nor kept
   }
   // Elements of one row of layer i's input or output.
   int64_t row(size_t i, bool input) const {
@@ -211,7 +211,7 @@ class StreamDryRun {
     int64_t n = 0;
     for (size_t i = 0; i < carry_.size(); ++i) n += carry_[i] * row(i, true);
     for (size_t e = 0; e < seq.skips.size(); ++e)
-      n += (produced_[e] - first_[e]) * skip_row(e);
+      n += std::max<int64_t>(0, produced_[e] - first_[e]) * skip_row(e);
     return n;
   }
   // Elements of one row of skip e as kept: the producer's channels, cropped across to the

@@ -39,19 +39,36 @@ class CpuTensorCacheScope {
   void* previous_;  ///< c10::Allocator* restored at the end
 };
 
-/// While it lives, the cache (when a scope is active) keeps buffers from `min_bytes` up instead
-/// of its scope's floor; the previous floor returns at its end. The stream uses it for its many
-/// row buffers between 64 KiB and 1 MiB, reused from strip to strip instead of mapped afresh.
-class CpuTensorCacheFloor {
+/// While it lives, the cache (when a scope is active) runs the stream's policy; the previous
+/// one returns at its end. A stream's row buffers are many and mostly between 64 KiB and 1 MiB
+/// (a row of 16 channels 2048 wide is 128 KiB), reused from strip to strip:
+/// - buffers from `min_bytes` up are kept, instead of the scope's floor;
+/// - each new one is a mapping of its own, never a chunk of malloc's heap: one the cache
+///   releases goes back to the kernel at once instead of leaving a hole among the heap's
+///   long-lived allocations (oneDNN's kernels, GDAL's blocks), which is what the cache's
+///   footprint bound alone cannot see (4096², unet-tiny: 15 MiB less peak RSS,
+///   docs/streaming.md);
+/// - the footprint bound is kStreamCacheSlack × the largest live-buffer total, and the cached
+///   buffers released to keep it are those returned longest ago, not the largest: a buffer no
+///   strip asked for since is one of a shape the stream has left behind (its first strips'),
+///   while the largest is often the next strip's.
+class CpuTensorCacheStreaming {
  public:
-  explicit CpuTensorCacheFloor(int64_t min_bytes);
-  ~CpuTensorCacheFloor();
-  CpuTensorCacheFloor(const CpuTensorCacheFloor&) = delete;
-  CpuTensorCacheFloor& operator=(const CpuTensorCacheFloor&) = delete;
+  explicit CpuTensorCacheStreaming(int64_t min_bytes);
+  ~CpuTensorCacheStreaming();
+  CpuTensorCacheStreaming(const CpuTensorCacheStreaming&) = delete;
+  CpuTensorCacheStreaming& operator=(const CpuTensorCacheStreaming&) = delete;
 
  private:
-  int64_t previous_;
+  int64_t previous_min_bytes_ = 0;
+  bool previous_streaming_ = false;
 };
+
+/// The stream's footprint bound over the largest live-buffer total. The strips' requests do not
+/// fit the cached buffers exactly (a request takes one up to twice its size), so at 1.0 a
+/// 4096² stream still maps 4 500 of its 79 000 buffers afresh (1.8 s of kernel time); at 1.1,
+/// 2 100 (0.9 s), for 2 MiB more (docs/streaming.md).
+inline constexpr double kStreamCacheSlack = 1.1;
 
 /// The CPU memory policy of a network run, shared by `tessera infer` and `tessera train`:
 /// - one malloc arena, so buffers a reader thread frees (windows, batches) are reused by the

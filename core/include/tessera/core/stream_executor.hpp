@@ -74,7 +74,10 @@ class StreamExecutor {
     std::deque<torch::Tensor> chunks;
     int64_t first = 0;
     int64_t rows = 0;
-    void append(const torch::Tensor& x);
+    /// Keeps x's rows (the encoder rows after the last kept one) from row `needed` on, as a
+    /// chunk of their own: the rows above it the decoder never reads (the skip's top crop,
+    /// 40 level-0 rows of unet-tiny that would wait for the decoder's first row).
+    void append(const torch::Tensor& x, int64_t needed);
     void copy_to(int64_t from, const torch::Tensor& out) const;  ///< rows [from, from + out's rows) into out
     void drop_before(int64_t row);
   };

@@ -121,11 +121,15 @@ class GdalCacheCap {
   int64_t previous_;
 };
 
-/// Caps GDAL's block cache (bytes) and registers drivers; idempotent.
+/// Caps GDAL's block cache (bytes) and registers the drivers Tessera writes (GeoTIFF, COG, VRT,
+/// MEM); idempotent. RasterReader falls back to every driver for other formats.
 void init_gdal(int64_t cache_bytes = 16ll << 20);
 /// init_gdal() with the default cap unless a cap was set already (the viewer sets a larger
 /// one and keeps it while it reads); what RasterReader and the mosaic builder call.
 void ensure_gdal();
+/// ensure_gdal() and every driver GDAL has (GDALAllRegister), once: before opening or writing
+/// files of any format a user names (vector files, mosaics' and warps' scenes, label rasters).
+void ensure_all_gdal_drivers();
 
 /// Builds external overviews of `path` (`<path>.ovr`; factors 2, 4, … while the overview's
 /// longer side is >= 128 px). Throws tessera::Error("<path>: ...").
