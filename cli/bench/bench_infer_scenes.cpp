@@ -32,16 +32,19 @@ nlohmann::json stream_memory_row(const BenchInferOptions& f, const std::string& 
   const cli::ChildResult s = tessera_infer(f, scene, random_model("unet-tiny"), "stream", threads, "fp32", "memory.tif");
   const int64_t strip = strip_of(s.out);
   const int64_t columns = stream_columns(tiny, extent, threads);  // as infer chose them
-  const StreamFootprint fp = columns_footprint(tiny, extent, strip, columns);
+  const int64_t groups = stream_groups(tiny, extent, columns);
+  const Index group{extent[0], group_widths(tiny, extent, groups).front()};  // the widest: what is held at once
+  const StreamFootprint fp = columns_footprint(tiny, group, strip, columns);
   std::string predicted = summary_field(s.out, "predicted ");
   if (!predicted.empty() && predicted.back() == ')') predicted.pop_back();
-  std::printf("  %-30s %10.1f MiB  stream, strips of %lld rows in %lld column pieces, %.2f s; infer %s (its baseline + "
-              "columns_footprint %.1f MiB = weights + %.1f x (carried %.1f + working %.1f + 2 windows of %.1f + logits %.1f))\n",
-              "", s.peak_rss_mib, (long long)strip, (long long)columns, s.seconds, predicted.c_str(), mib(fp.bytes),
-              kStreamResidentFactor, mib(fp.carried), mib(fp.working), mib(fp.window), mib(fp.logits));
+  std::printf("  %-30s %10.1f MiB  stream, strips of %lld rows in %lld column group(s) of %lld pieces, %.2f s; infer %s "
+              "(its baseline + columns_footprint %.1f MiB = weights + %.1f x (carried %.1f + working %.1f + 2 windows of "
+              "%.1f + logits %.1f))\n",
+              "", s.peak_rss_mib, (long long)strip, (long long)groups, (long long)columns, s.seconds, predicted.c_str(),
+              mib(fp.bytes), kStreamResidentFactor, mib(fp.carried), mib(fp.working), mib(fp.window), mib(fp.logits));
   return {{"stream_peak_rss_mib", s.peak_rss_mib}, {"stream_seconds", s.seconds}, {"strip", strip},
           {"stream_footprint_mib", mib(fp.bytes)}, {"carried_mib", mib(fp.carried)}, {"working_mib", mib(fp.working)},
-          {"window_mib", mib(fp.window)}, {"columns", columns}, {"infer_predicted", predicted}};
+          {"window_mib", mib(fp.window)}, {"columns", columns}, {"groups", groups}, {"infer_predicted", predicted}};
 }
 
 }  // namespace

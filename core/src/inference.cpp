@@ -8,6 +8,7 @@
 #include "tessera/core/memory_model.hpp"
 #include "tessera/core/progress.hpp"
 #include "tessera/core/tensor_io.hpp"
+#include "tessera/core/tile_choice.hpp"
 
 namespace tessera {
 namespace {
@@ -58,6 +59,7 @@ void InferenceOptions::validate(const UNetOptions& model) const {
   if (batch < 1) throw Error("--batch " + std::to_string(batch) + ": must be >= 1");
   if (strip < 0) throw Error("strip " + std::to_string(strip) + ": must be >= 0 (0: tiles)");
   if (columns < 1) throw Error("columns " + std::to_string(columns) + ": must be >= 1");
+  if (groups < 1) throw Error("groups " + std::to_string(groups) + ": must be >= 1");
   if (band < 0 || band % a != 0)
     throw Error("band " + std::to_string(band) + ": must be 0 (the whole image) or a positive multiple of " +
                 std::to_string(a) + " rows for this model");
@@ -70,12 +72,20 @@ std::vector<Box> work_insets(const UNetOptions& model, const Index& extent, cons
     for (int64_t i = 0; i < grid.size(); ++i) insets.push_back(grid.tile(i).inset);
     return insets;
   }
+  // Bands of rows, each cut into its column groups (streamed one after another, or by any rank).
   const int64_t rows = options.band > 0 ? options.band : extent[0];
+  const std::vector<int64_t> groups = group_widths(model, extent, options.groups);
   for (int64_t first = 0; first < extent[0]; first += rows) {
-    Box b{Index(extent.size(), 0), extent};
-    b.origin[0] = first;
-    b.size[0] = std::min(rows, extent[0] - first);
-    insets.push_back(b);
+    int64_t column = 0;
+    for (int64_t width : groups) {
+      Box b{Index(extent.size(), 0), extent};
+      b.origin[0] = first;
+      b.size[0] = std::min(rows, extent[0] - first);
+      b.origin[1] = column;
+      b.size[1] = width;
+      insets.push_back(b);
+      column += width;
+    }
   }
   return insets;
 }

@@ -184,8 +184,8 @@ torch::Tensor push_pieces(std::vector<StreamExecutor>& executors, const Strip& s
   return torch::cat(outs, 3);
 }
 
-// Streams band `index` (`band`: its rows across the whole image) through a fresh executor per
-// column piece.
+// Streams band `index` (`band`: its rows across its column group, work_insets) through a fresh
+// executor per column piece.
 BandRun stream_band(UNet& net, const ImageSource& source, const Normalization& norm, const InferenceOptions& options,
                     int64_t index, const Box& band, const TileCallback& fn, const std::function<void()>& on_strip) {
   const UNetOptions& model = net->options();
@@ -202,7 +202,7 @@ BandRun stream_band(UNet& net, const ImageSource& source, const Normalization& n
       Box box;
       box.origin = Index(band.size.size(), -halo);
       box.origin[0] = band.origin[0] + first - halo;
-      box.origin[1] = p.first - halo;
+      box.origin[1] = band.origin[1] + p.first - halo;
       box.size = p.whole;
       box.size[0] = std::min(options.strip, height - first);
       if (s.windows.empty()) s.box = box;

@@ -248,13 +248,14 @@ Block<float> RasterReader::read_preview(int64_t max_side, bool nearest) const {
   return out;
 }
 
-int64_t RasterReader::block_row_bytes() const {
+int64_t RasterReader::block_row_bytes(int64_t columns) const {
   int64_t bytes = 0;
   for (int b = 1; b <= GDALGetRasterCount(impl_->ds); ++b) {
     GDALRasterBandH band = GDALGetRasterBand(impl_->ds, b);
     int block_w = 0, block_h = 0;
     GDALGetBlockSize(band, &block_w, &block_h);
-    const int64_t across = (info_.extent[1] + block_w - 1) / std::max(block_w, 1);
+    int64_t across = (info_.extent[1] + block_w - 1) / std::max(block_w, 1);
+    if (columns > 0) across = std::min(across, (columns + block_w - 1) / std::max(block_w, 1) + 1);
     bytes += across * block_w * block_h * GDALGetDataTypeSizeBytes(GDALGetRasterDataType(band));
   }
   return bytes;

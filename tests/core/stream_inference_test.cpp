@@ -181,6 +181,40 @@ TEST(StreamedInference, LogitsAndLabelsEqualTheWholeImageForwardAndTheTiles) {
   torch::set_num_threads(1);
 }
 
+// Column groups streamed one after another (work items of their own, on the label rasters'
+// 256-column grid), each in its column pieces: one pass over the whole image, the tiles'
+// labels, every pixel written once, the FLOPs of every group's pieces.
+TEST(StreamedInference, ColumnGroupsOneAfterAnotherEqualTheWholeImage) {
+  torch::manual_seed(21);
+  const UNetOptions o = unet_preset("unet-tiny").with_base_filters(4).with_classes(3);
+  UNet net(o);
+  const Index extent{29, 2 * kStreamGroupGrid + 37};
+  MemoryImage image(extent, 4, pattern);
+  const auto norm = identity_normalization(4);
+  const torch::Tensor whole = infer_logits(net, image, norm, InferenceOptions().with_strip(16).with_progress(false));
+  MemorySink tiled(extent);
+  infer_labels(net, image, norm, tiled, InferenceOptions().with_tile(64).with_progress(false));
+  for (int64_t groups : {2, 3}) {
+    for (int64_t columns : {1, 2}) {
+      SCOPED_TRACE("groups " + std::to_string(groups) + ", columns " + std::to_string(columns));
+      const auto options =
+          InferenceOptions().with_strip(16).with_groups(groups).with_columns(columns).with_progress(false);
+      const std::vector<Box> items = work_insets(o, extent, options);
+      ASSERT_EQ(items.size(), size_t(groups));
+      for (const Box& b : items) EXPECT_EQ(b.origin[1] % kStreamGroupGrid, 0);
+      const torch::Tensor got = infer_logits(net, image, norm, options);
+      ASSERT_FALSE(torch::isnan(got).any().item<bool>()) << "a column was never written";
+      EXPECT_LE(relative_error(got, whole), kRelative);
+      MemorySink sink(extent);
+      const InferenceReport r = infer_labels(net, image, norm, sink, options);
+      for (int w : sink.writes) ASSERT_EQ(w, 1);
+      EXPECT_EQ(sink.labels, tiled.labels);
+      EXPECT_LE(r.recompute, groups_recompute(o, extent, groups, columns) + 1e-9);
+      EXPECT_GT(r.recompute, 0.9 * groups_recompute(o, extent, groups, columns));
+    }
+  }
+}
+
 // Sample-parallel ranks take bands of rows and stream each from ε rows above it: taken in
 // any order (as ranks take them), their rows equal one pass over the whole image.
 void expect_bands_equal_the_whole_image(const UNetOptions& o, const Index& extent, int64_t band, int64_t strip,
@@ -346,8 +380,12 @@ TEST(StripChoice, ColumnPiecesSideBySideWhereTheyRecomputeLittle) {
   ASSERT_EQ(stream_columns(o, extent, 2), 2);
   const StripChoice two = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
   EXPECT_EQ(two.columns, 2);
+  EXPECT_EQ(two.groups, stream_groups(o, extent, 2));
+  const Index group{4096, group_widths(o, extent, two.groups).front()};
+  const Index group_piece = unet_whole_input(o, {4096, column_widths(o, group, 2).front()});
+  EXPECT_DOUBLE_EQ(two.predicted_time, groups_recompute(o, extent, two.groups, 2) *
+                                           stream_time_factor(o, group_piece, two.strip, 1));
   const Index piece = unet_whole_input(o, {4096, column_widths(o, extent, 2).front()});
-  EXPECT_DOUBLE_EQ(two.predicted_time, column_recompute(o, extent, 2) * stream_time_factor(o, piece, two.strip, 1));
   EXPECT_NE(two.summary().find("2 column pieces"), std::string::npos) << two.summary();
   // The pieces' footprint: their parts summed, the weights once.
   const StreamFootprint both = columns_footprint(o, extent, two.strip, 2);
@@ -403,6 +441,41 @@ TEST(ModeChoice, AutoStreamsWhereItsPredictedTimeBeatsTheTiles) {
   const ModeChoice m = choose_mode(o, extent, heavy, strip, 0);
   EXPECT_TRUE(m.stream);
   EXPECT_NE(m.why.find("as one tile would hold"), std::string::npos) << m.why;
+}
+
+// Column groups one after another where all their pieces together still recompute little:
+// what the stream holds is then the widest group's, not the whole width's.
+TEST(StripChoice, ColumnGroupsWhereAllTheirPiecesRecomputeLittle) {
+  const UNetOptions o = unet_preset("unet-tiny");
+  for (int64_t count : {1, 2, 3, 5}) {
+    const std::vector<int64_t> widths = group_widths(o, {100, 1000}, count);
+    int64_t sum = 0;
+    for (size_t k = 0; k < widths.size(); ++k) {
+      sum += widths[k];
+      if (k + 1 < widths.size()) EXPECT_EQ(widths[k] % kStreamGroupGrid, 0) << "group " << k << " of " << count;
+    }
+    EXPECT_EQ(sum, 1000);
+    EXPECT_LE(int64_t(widths.size()), count);
+  }
+  const Index extent{4096, 4096};
+  EXPECT_DOUBLE_EQ(groups_recompute(o, extent, 1, 2), column_recompute(o, extent, 2));
+  EXPECT_GT(groups_recompute(o, extent, 2, 2), column_recompute(o, extent, 2));
+  for (int64_t groups = 1; groups <= kStreamMaxGroups; ++groups)
+    std::printf("unet-tiny, 4096 wide, 2 pieces a group: %lld groups recompute %.4fx\n", (long long)groups,
+                groups_recompute(o, extent, groups, 2));
+  const int64_t chosen = stream_groups(o, extent, 2);
+  EXPECT_GE(chosen, 2);
+  EXPECT_LE(groups_recompute(o, extent, chosen, 2), kStreamColumnRecompute);
+  if (chosen < kStreamMaxGroups) EXPECT_GT(groups_recompute(o, extent, chosen + 1, 2), kStreamColumnRecompute);
+  EXPECT_EQ(stream_groups(o, {4096, 2048}, 2), 1);  // 4 pieces of 512 recompute more than kStreamColumnRecompute
+  EXPECT_EQ(stream_groups(o, {4096, 200}, 1), 1);   // narrower than the group grid
+  const StripChoice c = choose_strip(o, extent, int64_t{64} << 30, 0, 2);
+  EXPECT_EQ(c.groups, chosen);
+  EXPECT_NE(c.summary().find(std::to_string(chosen) + " column groups one after another"), std::string::npos)
+      << c.summary();
+  const Index widest{4096, group_widths(o, extent, chosen).front()};
+  EXPECT_EQ(c.predicted_bytes, columns_footprint(o, widest, c.strip, 2).bytes);
+  EXPECT_LT(c.predicted_bytes, columns_footprint(o, extent, c.strip, 2).bytes);
 }
 
 }  // namespace

@@ -97,6 +97,8 @@ void read_whole(const tessera::io::RasterReader& reader) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   tessera::io::init_gdal();
+  tessera::io::ensure_all_gdal_drivers();  // all of them now (the reader's fallback adds none later), then
+                                           // all but the formats a user's file comes in
   keep_only_user_drivers();
   // Sibling files (.aux.xml, .ovr, world files) are not part of the input.
   CPLSetConfigOption("GDAL_DISABLE_READDIR_ON_OPEN", "EMPTY_DIR");

@@ -230,6 +230,7 @@ int main(int argc, char** argv) {
   }
   try {
     tessera::io::init_gdal();
+    tessera::io::ensure_all_gdal_drivers();  // PNG and JPEG seeds
     for (const char* sub : {"raster", "volume", "config"}) {  // replaced, never mixed with an older run
       fs::remove_all(out / sub);
       fs::create_directories(out / sub);

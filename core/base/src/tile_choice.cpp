@@ -238,14 +238,40 @@ std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent
 }
 
 double column_recompute(const UNetOptions& model, const Index& extent, int64_t count) {
-  if (count <= 1) return 1;
+  return groups_recompute(model, extent, 1, count);
+}
+
+std::vector<int64_t> group_widths(const UNetOptions& model, const Index& extent, int64_t count) {
+  TESSERA_CHECK(count >= 1 && extent.size() >= 2);
+  const int64_t across = extent[1];
+  const int64_t grid = std::max(kStreamGroupGrid, unet_alignment(model));
+  const int64_t width = std::min(across, round_up((across + count - 1) / count, grid));
+  std::vector<int64_t> widths;
+  for (int64_t first = 0; first < across; first += width) widths.push_back(std::min(width, across - first));
+  return widths;
+}
+
+double groups_recompute(const UNetOptions& model, const Index& extent, int64_t groups, int64_t columns) {
+  if (groups <= 1 && columns <= 1) return 1;
   double flops = 0;
-  for (int64_t width : column_widths(model, extent, count)) {
-    Index piece = extent;
-    piece[1] = width;
-    flops += box_layer_sequence(model, unet_whole_input(model, piece)).flops();
+  for (int64_t group_width : group_widths(model, extent, groups)) {
+    Index group = extent;
+    group[1] = group_width;
+    for (int64_t width : column_widths(model, group, columns)) {
+      Index piece = extent;
+      piece[1] = width;
+      flops += box_layer_sequence(model, unet_whole_input(model, piece)).flops();
+    }
   }
   return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
+}
+
+int64_t stream_groups(const UNetOptions& model, const Index& extent, int64_t columns) {
+  for (int64_t groups = kStreamMaxGroups; groups >= 2; --groups)
+    if (int64_t(group_widths(model, extent, groups).size()) == groups &&
+        groups_recompute(model, extent, groups, columns) <= kStreamColumnRecompute)
+      return groups;
+  return 1;
 }
 
 StreamFootprint columns_footprint(const UNetOptions& model, const Index& extent, int64_t strip, int64_t columns) {
@@ -297,12 +323,15 @@ StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t 
   StripChoice c;
   c.budget_bytes = memory_budget > 0 ? memory_budget : default_memory_budget();
   c.columns = stream_columns(model, extent, threads);
+  c.groups = stream_groups(model, extent, c.columns);
   const Index whole = unet_whole_input(model, extent);
+  Index group = extent;  // the widest column group: what the stream holds at once
+  group[1] = group_widths(model, extent, c.groups).front();
   Index piece = extent;  // the widest column piece: its time per row
-  piece[1] = column_widths(model, extent, c.columns).front();
+  piece[1] = column_widths(model, group, c.columns).front();
   const Index piece_whole = unet_whole_input(model, piece);
   const int per_piece = std::max(1, threads / int(c.columns));
-  const double columns = column_recompute(model, extent, c.columns);
+  const double columns = groups_recompute(model, extent, c.groups, c.columns);
   auto time = [&](int64_t strip) { return columns * stream_time_factor(model, piece_whole, strip, per_piece); };
   const int64_t alignment = unet_alignment(model);
   const std::string budget = format_bytes(c.budget_bytes) + " budget";
@@ -314,9 +343,11 @@ StripChoice choose_strip(const UNetOptions& model, const Index& extent, int64_t 
   const int64_t pixels = per_piece == 1 ? kStreamStripPixels : kSharedSlabStripPixels;
   int64_t top = std::max(alignment, std::min(pixels / across, tallest) / alignment * alignment);
   while (top < tallest && time(top) > kStreamTimeTarget) top += alignment;
-  const std::string pieces = c.columns > 1 ? std::to_string(c.columns) + " column pieces side by side, " : "";
+  const std::string pieces =
+      (c.groups > 1 ? std::to_string(c.groups) + " column groups one after another, " : "") +
+      (c.columns > 1 ? std::to_string(c.columns) + " column pieces side by side, " : "");
   for (int64_t strip = top; strip >= alignment; strip -= alignment) {
-    const StreamFootprint f = columns_footprint(model, extent, strip, c.columns);
+    const StreamFootprint f = columns_footprint(model, group, strip, c.columns);
     c.strip = strip;
     c.predicted_bytes = baseline_bytes + f.bytes;
     c.carried_bytes = f.carried;

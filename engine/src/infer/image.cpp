@@ -186,7 +186,7 @@ void infer_image(const InferOptions& o, const Model& model, const SceneJob& job,
   const bool show_progress = o.progress && (root || !mesh) && !(in_folder && parallel::world().size() > 1);
   const ImageRun run = choose_image_run(o, net->options(), model.loaded.meta.training_window, extent, tile, group);
   auto options = InferenceOptions().with_tile(tile.tile).with_batch(o.batch).with_progress(show_progress);
-  if (run.strip) options.with_strip(run.strip->strip).with_columns(run.strip->columns).with_band(run.band);
+  if (run.strip) options.with_strip(run.strip->strip).with_columns(run.strip->columns).with_groups(run.strip->groups).with_band(run.band);
   if (run.sliding) options.with_sliding(*run.sliding);
   use_precision(o, net, job.input, extent, mesh.has_value(), options);
   std::optional<parallel::SpatialDecomposition> decomposition;  // --sp: this rank's block of every tile

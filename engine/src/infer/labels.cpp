@@ -66,13 +66,16 @@ InferenceReport write_resampled(UNet& net, const ImageSource& image, const Norma
 
 // GDAL's block cache while a stream runs (options.strip > 0) on a raster: the block rows its
 // strips are in, the input's and the outputs' (`output_bytes` a pixel, GeoTIFF tiles of 256),
-// a quarter more for strips across two. The default cap kept up to 16 MiB of blocks the strips
-// had left behind (a 4096² 4-band UInt16 scene: 11 MiB instead). 0: leave it.
-int64_t stream_block_cache_bytes(const ImageSource& image, const InferenceOptions& options, int64_t output_bytes) {
+// across the widest column group (and its halo), a quarter more for strips across two. The
+// default cap kept up to 16 MiB of blocks the strips had left behind (a 4096² 4-band UInt16
+// scene: 11 MiB instead; 6 MiB in two column groups). 0: leave it.
+int64_t stream_block_cache_bytes(const ImageSource& image, const UNetOptions& model, const InferenceOptions& options,
+                                 int64_t output_bytes) {
   const auto* raster = dynamic_cast<const io::RasterReader*>(&image);
   if (options.strip <= 0 || !raster) return 0;
-  const int64_t outputs = image.info().extent[1] * io::LabelRasterOptions::kDefaultBlock * output_bytes;
-  return (raster->block_row_bytes() + outputs) * 5 / 4;
+  const int64_t group = group_widths(model, image.info().extent, options.groups).front();
+  const int64_t outputs = group * io::LabelRasterOptions::kDefaultBlock * output_bytes;
+  return (raster->block_row_bytes(group + 2 * unet_halo(model)) + outputs) * 5 / 4;
 }
 
 }  // namespace
@@ -87,7 +90,7 @@ InferenceReport write_labels(const InferOptions& o, UNet& net, const ImageSource
   const int64_t classes = net->options().classes;
   if (o.probabilities.empty()) {
     std::optional<io::GdalCacheCap> cache;
-    if (const int64_t bytes = stream_block_cache_bytes(image, options, 1)) cache.emplace(bytes);
+    if (const int64_t bytes = stream_block_cache_bytes(image, net->options(), options, 1)) cache.emplace(bytes);
     const InferenceReport r = infer_labels(net, image, norm, *sink, options);
     cache.reset();
     sink->commit();
@@ -110,7 +113,7 @@ InferenceReport write_labels(const InferOptions& o, UNet& net, const ImageSource
     probs->write(t.inset, to_block_f32(p));
   };
   std::optional<io::GdalCacheCap> cache;
-  if (const int64_t bytes = stream_block_cache_bytes(image, options, 1 + 4 * classes)) cache.emplace(bytes);
+  if (const int64_t bytes = stream_block_cache_bytes(image, net->options(), options, 1 + 4 * classes)) cache.emplace(bytes);
   const InferenceReport r = for_each_tile(net, image, norm, options, write);
   cache.reset();
   if (probs) probs->commit();

@@ -40,6 +40,8 @@ struct InferenceOptions {
                           ///< sample-parallel ranks can take bands; 0: the whole image is one band
   int64_t columns = 1;    ///< streamed: column pieces run side by side (column_widths, tile_choice.hpp), each
                           ///< through its own executor on its share of the intra-op threads
+  int64_t groups = 1;     ///< streamed: column groups (group_widths, tile_choice.hpp) streamed one after
+                          ///< another, each in `columns` pieces: each band's groups are work items of their own
   bool progress = true;   ///< progress line on stderr
   bool prefetch = true;   ///< read the next batch on a background thread
   ForwardRunner forward;  ///< how a batch is run; empty: net->forward(input)
@@ -50,6 +52,7 @@ struct InferenceOptions {
   InferenceOptions& with_sliding(SlidingWindowOptions v) { sliding = std::move(v); return *this; }
   InferenceOptions& with_band(int64_t v) { band = v; return *this; }
   InferenceOptions& with_columns(int64_t v) { columns = v; return *this; }
+  InferenceOptions& with_groups(int64_t v) { groups = v; return *this; }
   InferenceOptions& with_progress(bool v) { progress = v; return *this; }
   InferenceOptions& with_forward(ForwardRunner v) { forward = std::move(v); return *this; }
 

@@ -61,8 +61,9 @@ class RasterReader final : public ImageSource {
   /// Every band of the file at full-resolution pixel (row, column); empty outside the raster.
   std::vector<double> read_pixel(int64_t row, int64_t column) const;
   /// Bytes of one row of the file's blocks across its width, every band: what a reader of
-  /// successive rows needs decoded in GDAL's block cache.
-  int64_t block_row_bytes() const;
+  /// successive rows needs decoded in GDAL's block cache. `columns` > 0: of the blocks a
+  /// window that many columns wide can span (a stream's column group).
+  int64_t block_row_bytes(int64_t columns = 0) const;
 
  private:
   struct Impl;

@@ -109,6 +109,30 @@ std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent
 /// shared ε columns recompute. 1 for one piece.
 double column_recompute(const UNetOptions& model, const Index& extent, int64_t count);
 
+/// The widths of the column groups a stream cuts an image of `extent` into along its second
+/// axis and streams one after another, each in its column pieces side by side
+/// (InferenceOptions::groups): `count` groups, all but the last ⌈extent[1] / count⌉ wide
+/// rounded up to kStreamGroupGrid; fewer where the image is too narrow for that many.
+std::vector<int64_t> group_widths(const UNetOptions& model, const Index& extent, int64_t count);
+/// A group's first column is on this grid: the label rasters' 256-pixel blocks (a group writes
+/// whole blocks, none twice) and a multiple of every built-in U-Net's pooling grid 2^(L−1)
+/// (L ≤ 9), so its columns are those of one pass over the whole image.
+inline constexpr int64_t kStreamGroupGrid = 256;
+
+/// FLOPs of one pass over each column piece (`columns` of them, column_widths) of each column
+/// group (`groups`, group_widths), each over its own padded input / FLOPs of one pass over the
+/// whole padded image. column_recompute is the one-group case.
+double groups_recompute(const UNetOptions& model, const Index& extent, int64_t groups, int64_t columns);
+
+/// The column groups a stream of `model` over `extent` in `columns` pieces streams one after
+/// another: the most, up to kStreamMaxGroups, whose pieces together recompute at most
+/// kStreamColumnRecompute; 1 when none does. What a stream holds — its carried rows, its
+/// working strip, the input's blocks in GDAL's cache — is its group's width's, so two groups
+/// hold about half of one (4096², unet-tiny, 2 pieces each: 4 pieces in all recompute 1.024×
+/// against 1.008×; docs/streaming.md).
+int64_t stream_groups(const UNetOptions& model, const Index& extent, int64_t columns);
+inline constexpr int64_t kStreamMaxGroups = 4;
+
 /// The footprint of a stream over an image `extent` in strips of `strip` rows cut into
 /// `columns` pieces side by side (column_widths): each piece's stream_footprint over its own
 /// padded input, the parts summed (the pieces run at once); `bytes` = stream_resident_bytes of
@@ -164,6 +188,7 @@ inline constexpr double kStreamTimeTarget = 1.2;
 struct StripChoice {
   int64_t strip = 0;            ///< input rows (slices) per strip: InferenceOptions::strip
   int64_t columns = 1;          ///< column pieces run side by side: InferenceOptions::columns
+  int64_t groups = 1;           ///< column groups streamed one after another: InferenceOptions::groups
   int64_t predicted_bytes = 0;  ///< stream_footprint's bytes + the baseline
   int64_t carried_bytes = 0;    ///< of which carried rows and skip buffers (unscaled)
   int64_t budget_bytes = 0;
