@@ -131,7 +131,10 @@ double groups_recompute(const UNetOptions& model, const Index& extent, int64_t g
 /// hold about half of one (4096², unet-tiny, 2 pieces each: 4 pieces in all recompute 1.024×
 /// against 1.008×; docs/streaming.md).
 int64_t stream_groups(const UNetOptions& model, const Index& extent, int64_t columns);
-inline constexpr int64_t kStreamMaxGroups = 4;
+/// Each group's strips run every layer once more for narrower rows, at a cost per call that
+/// does not shrink with them (LibTorch's and oneDNN's dispatch): 8192², unet-tiny, 2 threads:
+/// 1, 2 and 4 groups 32.3, 33.2 and 37.2 s for 347, 275 and 247 MiB (docs/streaming.md).
+inline constexpr int64_t kStreamMaxGroups = 2;
 
 /// The footprint of a stream over an image `extent` in strips of `strip` rows cut into
 /// `columns` pieces side by side (column_widths): each piece's stream_footprint over its own
