@@ -352,22 +352,25 @@ TEST(StripChoice, ShortestStripPredictedNearOnePassWithinTheBudget) {
             stream_footprint(o, unet_whole_input(o, square), 24).carried);
 }
 
+// Widths that cover `across`, at most `count` of them, each but the last on `grid`.
+void expect_widths_on_grid(const std::vector<int64_t>& widths, int64_t across, int64_t count, int64_t grid) {
+  SCOPED_TRACE("count " + std::to_string(count));
+  int64_t sum = 0;
+  for (size_t k = 0; k < widths.size(); ++k) {
+    sum += widths[k];
+    if (k + 1 < widths.size()) EXPECT_EQ(widths[k] % grid, 0) << "part " << k;
+  }
+  EXPECT_EQ(sum, across);
+  EXPECT_LE(int64_t(widths.size()), count);
+}
+
 // Two threads on a wide image: two column pieces side by side, one thread each, their time
 // what one thread's strips take times what their shared columns recompute.
 TEST(StripChoice, ColumnPiecesSideBySideWhereTheyRecomputeLittle) {
   const UNetOptions o = unet_preset("unet-tiny");
   const int64_t alignment = unet_alignment(o);
   const Index extent{4096, 4096};
-  for (int64_t count : {1, 2, 3, 5}) {
-    const std::vector<int64_t> widths = column_widths(o, {100, 333}, count);
-    int64_t sum = 0;
-    for (size_t k = 0; k < widths.size(); ++k) {
-      sum += widths[k];
-      if (k + 1 < widths.size()) EXPECT_EQ(widths[k] % alignment, 0) << "piece " << k << " of " << count;
-    }
-    EXPECT_EQ(sum, 333);
-    EXPECT_LE(int64_t(widths.size()), count);
-  }
+  for (int64_t count : {1, 2, 3, 5}) expect_widths_on_grid(column_widths(o, {100, 333}, count), 333, count, alignment);
   EXPECT_DOUBLE_EQ(column_recompute(o, extent, 1), 1.0);
   EXPECT_LT(column_recompute(o, extent, 2), kStreamColumnRecompute);
   EXPECT_GT(column_recompute(o, extent, 2), 1.0);
@@ -447,16 +450,8 @@ TEST(ModeChoice, AutoStreamsWhereItsPredictedTimeBeatsTheTiles) {
 // what the stream holds is then the widest group's, not the whole width's.
 TEST(StripChoice, ColumnGroupsWhereAllTheirPiecesRecomputeLittle) {
   const UNetOptions o = unet_preset("unet-tiny");
-  for (int64_t count : {1, 2, 3, 5}) {
-    const std::vector<int64_t> widths = group_widths(o, {100, 1000}, count);
-    int64_t sum = 0;
-    for (size_t k = 0; k < widths.size(); ++k) {
-      sum += widths[k];
-      if (k + 1 < widths.size()) EXPECT_EQ(widths[k] % kStreamGroupGrid, 0) << "group " << k << " of " << count;
-    }
-    EXPECT_EQ(sum, 1000);
-    EXPECT_LE(int64_t(widths.size()), count);
-  }
+  for (int64_t count : {1, 2, 3, 5})
+    expect_widths_on_grid(group_widths(o, {100, 1000}, count), 1000, count, kStreamGroupGrid);
   const Index extent{4096, 4096};
   EXPECT_DOUBLE_EQ(groups_recompute(o, extent, 1, 2), column_recompute(o, extent, 2));
   EXPECT_GT(groups_recompute(o, extent, 2, 2), column_recompute(o, extent, 2));

@@ -228,13 +228,21 @@ double band_recompute(const UNetOptions& model, const Index& extent, int64_t ban
   return flops / box_layer_sequence(model, unet_whole_input(model, extent)).flops();
 }
 
-std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent, int64_t count) {
-  TESSERA_CHECK(count >= 1 && extent.size() >= 2);
-  const int64_t across = extent[1];
-  const int64_t width = std::min(across, round_up((across + count - 1) / count, unet_alignment(model)));
+namespace {
+
+// `across` cut into at most `count` parts, all but the last ⌈across / count⌉ rounded up to `grid`.
+std::vector<int64_t> widths_on_grid(int64_t across, int64_t count, int64_t grid) {
+  const int64_t width = std::min(across, round_up((across + count - 1) / count, grid));
   std::vector<int64_t> widths;
   for (int64_t first = 0; first < across; first += width) widths.push_back(std::min(width, across - first));
   return widths;
+}
+
+}  // namespace
+
+std::vector<int64_t> column_widths(const UNetOptions& model, const Index& extent, int64_t count) {
+  TESSERA_CHECK(count >= 1 && extent.size() >= 2);
+  return widths_on_grid(extent[1], count, unet_alignment(model));
 }
 
 double column_recompute(const UNetOptions& model, const Index& extent, int64_t count) {
@@ -243,12 +251,7 @@ double column_recompute(const UNetOptions& model, const Index& extent, int64_t c
 
 std::vector<int64_t> group_widths(const UNetOptions& model, const Index& extent, int64_t count) {
   TESSERA_CHECK(count >= 1 && extent.size() >= 2);
-  const int64_t across = extent[1];
-  const int64_t grid = std::max(kStreamGroupGrid, unet_alignment(model));
-  const int64_t width = std::min(across, round_up((across + count - 1) / count, grid));
-  std::vector<int64_t> widths;
-  for (int64_t first = 0; first < across; first += width) widths.push_back(std::min(width, across - first));
-  return widths;
+  return widths_on_grid(extent[1], count, std::max(kStreamGroupGrid, unet_alignment(model)));
 }
 
 double groups_recompute(const UNetOptions& model, const Index& extent, int64_t groups, int64_t columns) {
