@@ -196,6 +196,25 @@ TEST(RasterReader, AlphaBandIsAMaskNotAChannel) {
     for (int64_t i = 0; i < plane; ++i) ASSERT_EQ(std::isnan(b.data[c * plane + i]), i % w < 16) << c << " " << i;
 }
 
+// init_gdal registers only GeoTIFF, COG, VRT and MEM; a file of another format (here a
+// binary PGM, GDAL's PNM driver, written byte by byte) opens through the reader's fallback to
+// every driver. Under ctest each test is a process of its own, so nothing else registered them.
+TEST(RasterReader, AFormatBeyondTheFourRegisteredDriversOpens) {
+  init_gdal();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tessera-pgm-" + std::to_string(::getpid()) + ".pgm")).string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "P5\n4 3\n255\n";
+    for (int i = 0; i < 12; ++i) f.put(char(10 * i));
+  }
+  RasterReader r(path);
+  EXPECT_EQ(r.info().extent, (Index{3, 4}));
+  const Block<float> b = r.read(Box{{0, 0}, {3, 4}});
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(b.data[size_t(i)], float(10 * i)) << i;
+  std::filesystem::remove(path);
+}
+
 TEST(RasterReader, OnePixelRasterReads) {
   RasterReader r(path_of("one_pixel.tif"));
   EXPECT_EQ(r.info().extent, (Index{1, 1}));

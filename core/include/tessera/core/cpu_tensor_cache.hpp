@@ -9,8 +9,8 @@
 // request of their size or up to half of it (the smallest that fits); smaller ones go to malloc
 // as before. The footprint — the live buffers plus the cached ones — never exceeds the largest
 // live-buffer total seen so far (or that + the request): before a fresh allocation would pass
-// it, cached buffers are released, largest first. So resident memory peaks about where it did
-// without the cache.
+// it, cached buffers are released, largest first (a stream's policy differs:
+// CpuTensorCacheStreaming below). So resident memory peaks about where it did without the cache.
 //
 // Torch-free header; thread safe (one mutex). Allocation only: values are never affected.
 #include <cstdint>
